@@ -1,0 +1,38 @@
+#include "transport/config.h"
+
+#include "absl/strings/str_cat.h"
+#include "transport/wire.h"
+
+namespace homarpc::transport {
+
+absl::Status Config::Validate() const {
+  auto bad = [](const char* field, const std::string& why) {
+    return absl::InvalidArgumentError(absl::StrCat("transport config: ", field, " ", why));
+  };
+  if (mtu < 576 || mtu > 65000) return bad("mtu", "must be in [576, 65000]");
+  if (max_message_length > wire::kMaxWireMessageLength) {
+    return bad("max_message_length", absl::StrCat("must be at most ", wire::kMaxWireMessageLength));
+  }
+  if (num_priorities < 1 || num_priorities > 8) return bad("num_priorities", "must be in [1, 8]");
+  for (size_t i = 1; i < unsched_cutoffs.size(); ++i) {
+    if (unsched_cutoffs[i] > unsched_cutoffs[i - 1] && unsched_cutoffs[i - 1] != 0) {
+      return bad("unsched_cutoffs", "must be non-increasing where non-zero");
+    }
+  }
+  if (max_overcommit < 1 || max_overcommit > 8) return bad("max_overcommit", "must be in [1, 8]");
+  if (max_incoming < mtu) return bad("max_incoming", "must be at least one packet");
+  if (grant_fifo_fraction > 500) return bad("grant_fifo_fraction", "must be at most 500");
+  if (pacer_fifo_fraction > 500) return bad("pacer_fifo_fraction", "must be at most 500");
+  if (tick_usecs == 0) return bad("tick_usecs", "must be positive");
+  if (resend_ticks == 0 || resend_interval == 0) return bad("resend_ticks", "must be positive");
+  if (timeout_ticks <= resend_ticks) return bad("timeout_ticks", "must exceed resend_ticks");
+  if (max_rpcs_per_peer == 0 || max_peers == 0) return bad("max_peers", "must be positive");
+  return absl::OkStatus();
+}
+
+uint32_t Config::PayloadPerPacket(bool ipv6) const {
+  const uint32_t ip_and_udp = ipv6 ? 40 + 8 : 20 + 8;
+  return mtu - ip_and_udp - static_cast<uint32_t>(wire::kDataHeaderSize);
+}
+
+}  // namespace homarpc::transport

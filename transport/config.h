@@ -1,0 +1,76 @@
+// Config: every tunable of the Homa engine and its I/O, with the reference's defaults.
+//
+// Names follow the Homa module's sysctls (../shared/reference/homa-protocol.md §5.3) so the
+// literature applies directly. One struct, passed by value at construction; an engine never
+// changes its config afterwards. Validate() rejects combinations the engine cannot honour.
+#ifndef HOMARPC_TRANSPORT_CONFIG_H_
+#define HOMARPC_TRANSPORT_CONFIG_H_
+
+#include <array>
+#include <cstdint>
+
+#include "absl/status/status.h"
+
+namespace homarpc::transport {
+
+struct Config {
+  // ---- Packets ----
+  // Link MTU in bytes; decides the payload per DATA packet even on loopback, so measurements
+  // match a real NIC (1500 -> 1416 payload bytes over IPv4/UDP, 1396 over IPv6/UDP).
+  uint32_t mtu = 1500;
+  // Largest message accepted or sent. The Homa module stops at 1,000,000; KV-cache blocks need
+  // more. Hard ceiling: 1 GiB (offsets are 32-bit on the wire).
+  uint32_t max_message_length = 64u << 20;
+
+  // ---- Unscheduled data and priorities ----
+  uint32_t unsched_bytes = 40000;
+  uint32_t num_priorities = 8;
+  // Entry i = largest message length sent unscheduled at priority i (non-increasing in i).
+  std::array<uint32_t, 8> unsched_cutoffs = {0xffffffffu, 0, 0, 0, 1000000, 15000, 2800, 200};
+  // When false, every packet goes out at priority 0 and no DSCP is set (for fabrics that do
+  // not honour DSCP, and for A/B measurement).
+  bool use_priorities = true;
+
+  // ---- Receiver-driven grants ----
+  uint32_t max_incoming = 400000;   // cap on granted-but-unreceived bytes, all messages
+  uint32_t window = 0;              // per-message window; 0 = dynamic max_incoming/(active+1)
+  uint32_t max_overcommit = 8;      // size of the active (granted) set, at most 8
+  uint32_t grant_fifo_fraction = 50;      // per mille of grant bandwidth for the oldest message
+  uint32_t fifo_grant_increment = 50000;  // bytes per FIFO grant
+
+  // ---- Sender pacing ----
+  // Uplink speed the pacer assumes. 0 disables pacing (all data goes out as soon as granted).
+  uint32_t link_mbps = 25000;
+  uint32_t max_nic_est_backlog_usecs = 5;  // estimated NIC queue allowed before throttling
+  uint32_t defer_min_bytes = 1000;         // messages with fewer bytes left bypass the pacer
+  uint32_t pacer_fifo_fraction = 50;       // per mille of pacer picks that take the oldest
+
+  // ---- Reliability (times in ticks of `tick_usecs`) ----
+  uint32_t tick_usecs = 1000;
+  uint32_t resend_ticks = 5;        // silence before the first RESEND
+  uint32_t resend_interval = 5;     // ticks between RESENDs for one RPC
+  uint32_t timeout_ticks = 100;     // silence that aborts an RPC
+  uint32_t request_ack_ticks = 2;   // wait before a server sends NEED_ACK
+  // A server RPC whose response was fully sent but never acknowledged is freed after this
+  // many ticks (the Homa module polls forever; we give up, see PROTOCOL.md).
+  uint32_t need_ack_give_up_ticks = 1000;
+
+  // ---- Resource limits (past a limit new work is refused visibly, see PROTOCOL.md) ----
+  uint64_t max_rx_bytes_held = 1ull << 30;  // bytes of partially received messages
+  uint32_t max_rpcs_per_peer = 10000;       // live server RPCs from one client address
+  uint32_t max_peers = 100000;              // peers known at once
+  uint32_t peer_idle_secs = 120;            // idle peers are forgotten after this
+
+  // ---- Loop and waiting ----
+  uint32_t poll_usecs = 50;  // spin this long before sleeping; 0 = always sleep
+
+  // Returns INVALID_ARGUMENT naming the first bad field.
+  absl::Status Validate() const;
+
+  // Payload bytes in one DATA packet for this MTU and address family.
+  uint32_t PayloadPerPacket(bool ipv6) const;
+};
+
+}  // namespace homarpc::transport
+
+#endif  // HOMARPC_TRANSPORT_CONFIG_H_

@@ -1,0 +1,150 @@
+// Engine: the Homa protocol for one UDP socket, as a single-threaded state machine.
+//
+// Pure logic: no system calls, no threads, no sleeping. Inputs are received packets
+// (HandlePacket), the passage of time (OnTimer, read from the Clock it was given) and the
+// application's calls (SendRequest, SendResponse, AbortClientRpc). Outputs are packets handed
+// to a PacketSink and message events delivered to an EngineHandler. This is what lets the
+// protocol run under a manual clock on an in-memory fabric in tests, and on io_uring in
+// production, unchanged.
+//
+// Ownership and threads: an Engine is owned by its loop (or by a test) and every method must
+// be called from one thread. Handler callbacks run synchronously inside engine calls and must
+// not call back into the engine except SendRequest/SendResponse/AbortClientRpc, which are
+// re-entrancy safe (they only queue work). Payload spans given to the sink stay valid until
+// the next Reap(); the owner calls Reap() only after the sink has flushed.
+//
+// Completions: every SendRequest that returns an id produces exactly one OnResponse (the
+// response, or an error), unless the engine is destroyed first. Every request is delivered by
+// OnRequest at most once (at-most-once execution), even when its packets are duplicated or
+// the client retransmits.
+#ifndef HOMARPC_TRANSPORT_ENGINE_H_
+#define HOMARPC_TRANSPORT_ENGINE_H_
+
+#include <cstdint>
+#include <memory>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "transport/address.h"
+#include "transport/buffer.h"
+#include "transport/clock.h"
+#include "transport/config.h"
+#include "transport/packet_sink.h"
+#include "transport/wire.h"
+
+namespace homarpc::transport {
+
+// A client RPC's id: even, unique within the engine.
+using RpcId = uint64_t;
+
+// Names a server RPC for SendResponse: the client's address and the server-side id (odd).
+struct ServerRpcHandle {
+  Address client;
+  uint64_t id = 0;
+};
+
+class EngineHandler {
+ public:
+  virtual ~EngineHandler() = default;
+  // A whole request arrived; `request` now belongs to the handler. Answer with SendResponse,
+  // from inside this call or later.
+  virtual void OnRequest(const ServerRpcHandle& rpc, Buffer request) = 0;
+  // A client RPC ended, exactly once: its response, or why it failed:
+  //   UNAVAILABLE        peer silent for timeout_ticks, or nobody listens (ICMP / RPC_UNKNOWN
+  //                      after restart limit)
+  //   RESOURCE_EXHAUSTED the server refused the message (size or memory limits)
+  //   CANCELLED / any    the status given to AbortClientRpc
+  virtual void OnResponse(RpcId id, uint64_t cookie, absl::StatusOr<Buffer> response) = 0;
+};
+
+// Counters for tests, benchmarks and debugging. Monotonic except the "now" gauges.
+struct EngineStats {
+  uint64_t packets_sent[256] = {};      // by wire::PacketType value
+  uint64_t packets_received[256] = {};  // valid packets, by type
+  uint64_t packets_dropped[static_cast<int>(wire::DecodeError::kCount)] = {};  // by reason
+  uint64_t packets_dropped_semantic = 0;  // well-formed but inconsistent with our state
+  uint64_t data_bytes_sent = 0;           // payload bytes, retransmissions included
+  uint64_t data_bytes_received = 0;
+  uint64_t duplicate_data_bytes = 0;      // payload bytes we already had
+  uint64_t retransmitted_packets = 0;
+  uint64_t resends_sent = 0;
+  uint64_t restarts = 0;                  // client RPCs restarted after RPC_UNKNOWN
+  uint64_t client_timeouts = 0;
+  uint64_t server_rpcs_abandoned = 0;     // timed out or given up waiting for an ACK
+  uint64_t duplicate_requests_suppressed = 0;
+  uint64_t refused_messages = 0;          // messages we refused (limits)
+  uint64_t requests_delivered = 0;
+  uint64_t responses_delivered = 0;
+  // Gauges.
+  uint64_t client_rpcs = 0;
+  uint64_t server_rpcs = 0;
+  uint64_t peers = 0;
+  uint64_t rx_bytes_held = 0;             // buffers of partially received messages
+  uint64_t throttled_rpcs = 0;            // waiting for the pacer
+};
+
+// Bytes of protocol state, from the engine's own accounting (for the benchmark's memory
+// report): the size of each per-RPC and per-peer structure, not counting payload buffers.
+struct EngineMemory {
+  size_t bytes_per_client_rpc = 0;
+  size_t bytes_per_server_rpc = 0;
+  size_t bytes_per_peer = 0;
+  size_t total_state_bytes = 0;  // all RPCs and peers now alive, payloads excluded
+};
+
+class Engine {
+ public:
+  // `clock`, `sink` and `handler` must outlive the engine. `local_port` is the bound UDP port
+  // (written into headers) and `ipv6` selects the payload size per packet. `config` must pass
+  // Validate() (checked; an invalid config aborts: it is a programming error).
+  Engine(const Config& config, const Clock* clock, PacketSink* sink, EngineHandler* handler,
+         uint16_t local_port, bool ipv6);
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // Starts a client RPC carrying `request` (ownership passes to the engine until the RPC
+  // ends). Returns its id; OnResponse later reports the outcome with `cookie`. Errors, with
+  // nothing sent and no OnResponse: RESOURCE_EXHAUSTED (longer than max_message_length),
+  // INVALID_ARGUMENT (unset or wrong-family destination).
+  absl::StatusOr<RpcId> SendRequest(const Address& dest, Buffer request, uint64_t cookie);
+
+  // Sends the response for a request delivered by OnRequest (ownership of `response` passes to
+  // the engine). NOT_FOUND if that RPC no longer exists (the client aborted or vanished; the
+  // response is dropped), FAILED_PRECONDITION if it was already answered, RESOURCE_EXHAUSTED if
+  // it is longer than max_message_length (the client then sees its RPC fail).
+  absl::Status SendResponse(const ServerRpcHandle& rpc, Buffer response);
+
+  // Ends a client RPC now. OnResponse fires with `status` (which must not be OK) before this
+  // returns. The server is not told (it learns from RPC_UNKNOWN or its timeouts). Unknown ids
+  // are ignored.
+  void AbortClientRpc(RpcId id, absl::Status status);
+
+  // Processes one received datagram from `from`. Anything malformed or inconsistent is dropped
+  // and counted; nothing else changes.
+  void HandlePacket(const Address& from, absl::Span<const uint8_t> bytes);
+
+  // Runs the timers and the pacer. Call whenever the clock reaches NextTimerNanos(); extra
+  // calls are harmless.
+  void OnTimer();
+  // When OnTimer next has work: the next tick, or sooner when the pacer holds data.
+  int64_t NextTimerNanos() const;
+
+  // Frees the state of RPCs that ended. Call only after the sink has flushed the packets
+  // emitted so far (their payload spans point into these RPCs' buffers).
+  void Reap();
+
+  const EngineStats& stats() const;
+  EngineMemory memory() const;
+  const Config& config() const;
+  uint16_t local_port() const;
+
+ private:
+  class Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace homarpc::transport
+
+#endif  // HOMARPC_TRANSPORT_ENGINE_H_

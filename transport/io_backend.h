@@ -1,0 +1,94 @@
+// IoBackend: moves whole UDP datagrams between one socket and an engine's loop.
+//
+// Two implementations: UringBackend (liburing; multishot recvmsg on a provided-buffer ring,
+// batched sends, UDP GSO/GRO, SINGLE_ISSUER|DEFER_TASKRUN) and EpollBackend (epoll +
+// recvmmsg/sendmmsg, with the same GSO/GRO use). CreateIoBackend() picks io_uring and falls
+// back to epoll (logging one line) when io_uring cannot be set up; HOMARPC_IO_BACKEND=epoll or
+// =uring in the environment, or IoOptions::kind, override the choice.
+//
+// Threading: a backend belongs to one loop thread. Every method except Notify() must be called
+// from that thread (the first thread to call Poll/Flush/Wait becomes the owner; io_uring is set
+// up SINGLE_ISSUER). Notify() may be called from any thread.
+#ifndef HOMARPC_TRANSPORT_IO_BACKEND_H_
+#define HOMARPC_TRANSPORT_IO_BACKEND_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/functional/function_ref.h"
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "transport/address.h"
+#include "transport/packet_sink.h"
+
+namespace homarpc::transport {
+
+enum class IoKind { kAuto, kUring, kEpoll };
+const char* IoKindName(IoKind kind);
+
+struct IoOptions {
+  IoKind kind = IoKind::kAuto;
+  // Address to bind; port 0 picks one. IPv4 or IPv6 (an IPv6 socket is v6-only).
+  Address bind_address = Address::Loopback4(0);
+  // SO_REUSEPORT, so several loops can share one server port.
+  bool reuse_port = false;
+  bool enable_gso = true;  // UDP_SEGMENT for runs of equal-size packets to one destination
+  bool enable_gro = true;  // UDP_GRO on receive
+  // Kernel socket buffers (SO_RCVBUF/SO_SNDBUF, forced when running as root).
+  int socket_buffer_bytes = 8 << 20;
+  // Receive buffers: count and size of each (io_uring provided buffers / recvmmsg slots).
+  // With GRO one buffer holds many datagrams; 64 KiB fits the largest GRO batch.
+  uint32_t recv_buffer_count = 256;
+  uint32_t recv_buffer_size = 65536;
+};
+
+struct IoStats {
+  uint64_t datagrams_sent = 0;
+  uint64_t send_calls = 0;       // system calls or SQEs used for sends (GSO batches count once)
+  uint64_t send_errors = 0;      // datagrams the kernel refused (counted, not retried)
+  uint64_t datagrams_received = 0;
+  uint64_t recv_batches = 0;     // GRO buffers / recv completions
+  uint64_t recv_truncated = 0;   // datagrams dropped because they did not fit a buffer
+  uint64_t recv_no_buffers = 0;  // io_uring -ENOBUFS events (multishot re-armed)
+};
+
+class IoBackend : public PacketSink {
+ public:
+  ~IoBackend() override = default;
+
+  virtual IoKind kind() const = 0;
+  // The bound address, with the port the kernel chose.
+  virtual Address local_address() const = 0;
+
+  // PacketSink: queues a datagram. The header is copied; the payload span must stay valid
+  // until the next Flush() returns.
+  void Send(const OutPacket& packet) override = 0;
+  // Hands every queued datagram to the kernel and returns when the kernel no longer needs
+  // the payload memory. Consecutive packets to one destination with equal priority and equal
+  // size (the last may be shorter) go out as one GSO send when enabled.
+  virtual void Flush() = 0;
+
+  // Delivers every datagram that has already arrived, without blocking, to `fn` (GRO batches
+  // are split into their datagrams). `bytes` is valid only during the call. Returns the number
+  // of datagrams delivered.
+  using RecvFn = absl::FunctionRef<void(const Address& from, absl::Span<const uint8_t> bytes)>;
+  virtual int Poll(RecvFn fn) = 0;
+
+  // Blocks until a datagram may be readable, Notify() is called, or `timeout_nanos` passes
+  // (negative = no limit). Spurious returns are allowed; callers Poll() afterwards.
+  virtual void Wait(int64_t timeout_nanos) = 0;
+  // Makes a concurrent or the next Wait() return promptly. Thread-safe, async-signal-unsafe.
+  virtual void Notify() = 0;
+
+  virtual IoStats stats() const = 0;
+};
+
+// Creates a backend per `options`. Errors: INVALID_ARGUMENT (unset bind address),
+// UNAVAILABLE / INTERNAL from the socket calls (errno mapped by ErrnoToStatus), and
+// FAILED_PRECONDITION when kind == kUring was demanded and io_uring cannot be set up.
+absl::StatusOr<std::unique_ptr<IoBackend>> CreateIoBackend(const IoOptions& options);
+
+}  // namespace homarpc::transport
+
+#endif  // HOMARPC_TRANSPORT_IO_BACKEND_H_

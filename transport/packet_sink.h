@@ -1,0 +1,40 @@
+// PacketSink: where the engine hands the packets it wants sent.
+//
+// The engine emits OutPackets; an I/O backend (or the in-memory fabric) implements the sink.
+// A packet is a small header copied into the OutPacket plus a payload span that points into a
+// message buffer the engine owns: nothing is copied on the way out. The span stays valid until
+// the engine's next Reap(), which its owner calls only after the sink has flushed (see
+// engine.h), so a sink may hold spans across a batch and send them with one system call
+// (UDP GSO: consecutive packets with the same destination, priority and size).
+#ifndef HOMARPC_TRANSPORT_PACKET_SINK_H_
+#define HOMARPC_TRANSPORT_PACKET_SINK_H_
+
+#include <cstdint>
+
+#include "absl/types/span.h"
+#include "transport/address.h"
+#include "transport/wire.h"
+
+namespace homarpc::transport {
+
+struct OutPacket {
+  Address dest;
+  uint8_t priority = 0;  // 0..7; the sink sets IP TOS / traffic class to priority << 5
+  uint8_t header_len = 0;
+  uint8_t header[wire::kMaxHeaderSize];
+  absl::Span<const uint8_t> payload;  // DATA only; owned by the engine
+
+  size_t size() const { return header_len + payload.size(); }
+};
+
+class PacketSink {
+ public:
+  virtual ~PacketSink() = default;
+  // Queues one packet. Called only from the engine's thread. Must not call back into the
+  // engine. Send failures are the sink's to count: Homa recovers lost packets.
+  virtual void Send(const OutPacket& packet) = 0;
+};
+
+}  // namespace homarpc::transport
+
+#endif  // HOMARPC_TRANSPORT_PACKET_SINK_H_
