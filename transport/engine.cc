@@ -1,1 +1,602 @@
+// DESIGN NOTES
+// The engine is one object per socket, driven from one thread; nothing here locks. Its state
+// is three tables (client RPCs by id, server RPCs by (client address, id), peers by address)
+// plus two schedulers: Pacer (what we send next) and GrantScheduler (what we let others send).
+//
+// Re-entrancy: handler callbacks run inside engine calls and may call SendRequest,
+// SendResponse or AbortClientRpc. So an RPC is always taken out of the tables *before* its
+// completion callback runs, code never holds a table iterator across a callback, and Pump()
+// ignores nested calls (the outer call continues with the updated state).
+//
+// Memory safety with zero-copy sends: packets handed to the sink point into RPC buffers.
+// EndRpc() therefore moves the RPC to dead_ and Reap() frees it after the owner has flushed the
+// sink; a flushed sink no longer needs the bytes.
+//
+// At-most-once: a server RPC whose request was delivered stays until the client acknowledges
+// the response (or is gone for need_ack_give_up_ticks); then a tombstone remembers its key for
+// 2 x timeout_ticks so a duplicate request packet still in flight cannot run it again (the
+// Homa module has this gap, reference §2.4).
 #include "transport/engine.h"
+
+#include <algorithm>
+#include <cassert>
+#include <cstdlib>
+
+#include "absl/strings/str_cat.h"
+#include "transport/engine_impl.h"
+#include "transport/log.h"
+
+namespace homarpc::transport {
+namespace {
+
+uint8_t FirstUnschedLevel(const Config& c) {
+  for (uint8_t i = 1; i < 8; ++i) {
+    if (c.unsched_cutoffs[i] != 0) return i;
+  }
+  return 1;
+}
+
+const char* RefuseReasonText(wire::RefuseReason r) {
+  switch (r) {
+    case wire::RefuseReason::kMessageTooLong:
+      return "message longer than the receiver accepts";
+    case wire::RefuseReason::kNoMemory:
+      return "receiver out of buffer memory";
+    case wire::RefuseReason::kTooManyRpcs:
+      return "receiver has too many RPCs from this client";
+    case wire::RefuseReason::kTooManyPeers:
+      return "receiver has too many peers";
+  }
+  return "refused";
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+// Engine: forwarding to Impl.
+
+Engine::Engine(const Config& config, const Clock* clock, PacketSink* sink, EngineHandler* handler,
+               uint16_t local_port, bool ipv6)
+    : impl_(std::make_unique<Impl>(config, clock, sink, handler, local_port, ipv6)) {}
+Engine::~Engine() = default;
+absl::StatusOr<RpcId> Engine::SendRequest(const Address& dest, Buffer request, uint64_t cookie) {
+  return impl_->SendRequest(dest, std::move(request), cookie);
+}
+absl::Status Engine::SendResponse(const ServerRpcHandle& rpc, Buffer response) {
+  return impl_->SendResponse(rpc, std::move(response));
+}
+void Engine::AbortClientRpc(RpcId id, absl::Status status) {
+  impl_->AbortClientRpc(id, std::move(status));
+}
+void Engine::HandlePacket(const Address& from, absl::Span<const uint8_t> bytes) {
+  impl_->HandlePacket(from, bytes);
+}
+void Engine::OnTimer() { impl_->OnTimer(); }
+int64_t Engine::NextTimerNanos() const { return impl_->NextTimerNanos(); }
+void Engine::Reap() { impl_->Reap(); }
+const EngineStats& Engine::stats() const { return impl_->stats_; }
+EngineMemory Engine::memory() const { return impl_->memory(); }
+const Config& Engine::config() const { return impl_->config_; }
+uint16_t Engine::local_port() const { return impl_->local_port_; }
+
+// ---------------------------------------------------------------------------------------------
+// Construction.
+
+Engine::Impl::Impl(const Config& config, const Clock* clock, PacketSink* sink,
+                   EngineHandler* handler, uint16_t local_port, bool ipv6)
+    : config_(config),
+      clock_(clock),
+      sink_(sink),
+      handler_(handler),
+      local_port_(local_port),
+      ipv6_(ipv6),
+      payload_per_packet_(config.PayloadPerPacket(ipv6)),
+      top_prio_(static_cast<uint8_t>(config.num_priorities - 1)),
+      first_unsched_prio_(FirstUnschedLevel(config)),
+      max_sched_prio_(static_cast<uint8_t>(FirstUnschedLevel(config) - 1)),
+      peers_(config.max_peers),
+      grants_(config_, static_cast<uint8_t>(FirstUnschedLevel(config) - 1),
+              config.PayloadPerPacket(ipv6)),
+      pacer_(config_, ipv6) {
+  absl::Status valid = config.Validate();
+  if (!valid.ok()) {
+    HOMARPC_LOG(ERROR) << "invalid transport config: " << valid.ToString();
+    std::abort();
+  }
+  const int64_t now = clock_->NowNanos();
+  next_tick_nanos_ = now + int64_t{config_.tick_usecs} * kNanosPerMicro;
+  next_peer_gc_nanos_ = now + kNanosPerSecond;
+}
+
+Engine::Impl::~Impl() = default;
+
+// ---------------------------------------------------------------------------------------------
+// Application calls.
+
+absl::StatusOr<RpcId> Engine::Impl::SendRequest(const Address& dest, Buffer request,
+                                                uint64_t cookie) {
+  if (!dest.is_set() || dest.is_v6() != ipv6_) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("destination ", dest.ToString(), " is not an ", ipv6_ ? "IPv6" : "IPv4",
+                     " address, as this endpoint is"));
+  }
+  if (request.size() > config_.max_message_length) {
+    return absl::ResourceExhaustedError(absl::StrCat("request of ", request.size(),
+                                                     " bytes exceeds the maximum message length ",
+                                                     config_.max_message_length));
+  }
+  const int64_t now = clock_->NowNanos();
+  Peer* peer = peers_.FindOrCreate(dest, now);
+  if (peer == nullptr) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("too many peers (max_peers = ", config_.max_peers, ")"));
+  }
+  const uint64_t id = next_client_id_;
+  next_client_id_ += 2;
+  Rpc* rpc = NewRpc(/*is_client=*/true, id, peer);
+  rpc->cookie = cookie;
+  rpc->state = RpcState::kOutgoing;
+  OutMessage& out = rpc->out;
+  out.length = static_cast<uint32_t>(request.size());
+  out.bytes = std::move(request);
+  out.unscheduled = std::min(out.length, config_.unsched_bytes);
+  out.granted = out.unscheduled;
+  out.active = true;
+  pacer_.Update(rpc);
+  Pump();
+  return id;
+}
+
+absl::Status Engine::Impl::SendResponse(const ServerRpcHandle& handle, Buffer response) {
+  auto it = server_rpcs_.find(ServerKey{handle.client, handle.id});
+  if (it == server_rpcs_.end()) {
+    return absl::NotFoundError(absl::StrCat("no server RPC ", handle.id, " from ",
+                                            handle.client.ToString(), " (client gone?)"));
+  }
+  Rpc* rpc = it->second.get();
+  if (rpc->state != RpcState::kInService) {
+    return absl::FailedPreconditionError(absl::StrCat("server RPC ", handle.id, " from ",
+                                                      handle.client.ToString(),
+                                                      " was already answered"));
+  }
+  if (response.size() > config_.max_message_length) {
+    SendRefused(rpc->peer->address, rpc->id, wire::RefuseReason::kMessageTooLong);
+    EndRpc(rpc);
+    return absl::ResourceExhaustedError(absl::StrCat("response of ", response.size(),
+                                                     " bytes exceeds the maximum message length ",
+                                                     config_.max_message_length));
+  }
+  rpc->state = RpcState::kOutgoing;
+  rpc->silent_ticks = 0;
+  OutMessage& out = rpc->out;
+  out.length = static_cast<uint32_t>(response.size());
+  out.bytes = std::move(response);
+  out.unscheduled = std::min(out.length, config_.unsched_bytes);
+  out.granted = out.unscheduled;
+  out.active = true;
+  pacer_.Update(rpc);
+  Pump();
+  return absl::OkStatus();
+}
+
+void Engine::Impl::AbortClientRpc(RpcId id, absl::Status status) {
+  auto it = client_rpcs_.find(id);
+  if (it == client_rpcs_.end()) return;
+  if (status.ok()) status = absl::CancelledError("aborted");
+  FailClientRpc(it->second.get(), std::move(status));
+}
+
+// ---------------------------------------------------------------------------------------------
+// RPC bookkeeping.
+
+Rpc* Engine::Impl::NewRpc(bool is_client, uint64_t id, Peer* peer) {
+  auto rpc = std::make_unique<Rpc>();
+  rpc->is_client = is_client;
+  rpc->id = id;
+  rpc->peer = peer;
+  rpc->birth_nanos = clock_->NowNanos();
+  Rpc* raw = rpc.get();
+  if (is_client) {
+    ++peer->client_rpcs;
+    client_rpcs_.emplace(id, std::move(rpc));
+    stats_.client_rpcs = client_rpcs_.size();
+  } else {
+    ++peer->server_rpcs;
+    server_rpcs_.emplace(ServerKey{peer->address, id}, std::move(rpc));
+    stats_.server_rpcs = server_rpcs_.size();
+  }
+  return raw;
+}
+
+void Engine::Impl::EndRpc(Rpc* rpc) {
+  if (rpc->state == RpcState::kDead) return;
+  pacer_.Remove(rpc);
+  grants_.Remove(rpc);
+  if (rpc->in.started()) {
+    stats_.rx_bytes_held -= rpc->in.length();
+    rpc->in.Reset();
+  }
+  const bool delivered =
+      !rpc->is_client && (rpc->state == RpcState::kInService || rpc->state == RpcState::kOutgoing);
+  rpc->state = RpcState::kDead;
+  std::unique_ptr<Rpc> owned;
+  if (rpc->is_client) {
+    --rpc->peer->client_rpcs;
+    auto it = client_rpcs_.find(rpc->id);
+    owned = std::move(it->second);
+    client_rpcs_.erase(it);
+    stats_.client_rpcs = client_rpcs_.size();
+  } else {
+    --rpc->peer->server_rpcs;
+    ServerKey key{rpc->peer->address, rpc->id};
+    auto it = server_rpcs_.find(key);
+    owned = std::move(it->second);
+    server_rpcs_.erase(it);
+    stats_.server_rpcs = server_rpcs_.size();
+    if (delivered) {
+      tombstones_.insert(key);
+      tombstone_expiry_.emplace_back(
+          clock_->NowNanos() + 2 * int64_t{config_.timeout_ticks} * config_.tick_usecs * 1000,
+          key);
+    }
+  }
+  rpc->peer->last_active_nanos = clock_->NowNanos();
+  dead_.push_back(std::move(owned));
+}
+
+void Engine::Impl::FailClientRpc(Rpc* rpc, absl::Status status) {
+  const RpcId id = rpc->id;
+  const uint64_t cookie = rpc->cookie;
+  EndRpc(rpc);
+  handler_->OnResponse(id, cookie, std::move(status));
+}
+
+void Engine::Impl::Reap() { dead_.clear(); }
+
+EngineMemory Engine::Impl::memory() const {
+  EngineMemory m;
+  // Each table slot holds the key, a unique_ptr and one control byte (absl's SwissTable).
+  m.bytes_per_client_rpc = sizeof(Rpc) + sizeof(uint64_t) + sizeof(void*) + 1;
+  m.bytes_per_server_rpc = sizeof(Rpc) + sizeof(ServerKey) + sizeof(void*) + 1;
+  m.bytes_per_peer = sizeof(Peer) + sizeof(Address) + sizeof(void*) + 1;
+  m.total_state_bytes = client_rpcs_.size() * m.bytes_per_client_rpc +
+                        server_rpcs_.size() * m.bytes_per_server_rpc +
+                        peers_.size() * m.bytes_per_peer +
+                        tombstones_.size() * (sizeof(ServerKey) + 1 + sizeof(int64_t) +
+                                              sizeof(ServerKey));
+  return m;
+}
+
+Rpc* Engine::Impl::FindRpc(const Address& from, uint64_t sender_id) {
+  const uint64_t local = sender_id ^ 1;
+  if ((sender_id & 1) == 0) {
+    // The sender is a client: this is about one of our server RPCs.
+    auto it = server_rpcs_.find(ServerKey{from, local});
+    return it == server_rpcs_.end() ? nullptr : it->second.get();
+  }
+  auto it = client_rpcs_.find(local);
+  if (it == client_rpcs_.end()) return nullptr;
+  if (it->second->peer->address != from) {
+    ++stats_.packets_dropped_semantic;  // someone else naming our RPC
+    return nullptr;
+  }
+  return it->second.get();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Packet input.
+
+void Engine::Impl::HandlePacket(const Address& from, absl::Span<const uint8_t> bytes) {
+  wire::Packet p;
+  wire::DecodeError err = wire::Decode(bytes, &p);
+  if (err != wire::DecodeError::kOk) {
+    ++stats_.packets_dropped[static_cast<int>(err)];
+    return;
+  }
+  if (!from.is_set() || from.is_v6() != ipv6_) {
+    ++stats_.packets_dropped_semantic;
+    return;
+  }
+  ++stats_.packets_received[static_cast<uint8_t>(p.type)];
+  switch (p.type) {
+    case wire::PacketType::kData:
+      HandleData(from, p);
+      break;
+    case wire::PacketType::kGrant:
+      if (Rpc* rpc = FindRpc(from, p.sender_id)) HandleGrant(rpc, p);
+      break;
+    case wire::PacketType::kResend:
+      HandleResend(from, FindRpc(from, p.sender_id), p);
+      break;
+    case wire::PacketType::kRpcUnknown:
+      if (Rpc* rpc = FindRpc(from, p.sender_id)) HandleRpcUnknown(rpc);
+      break;
+    case wire::PacketType::kBusy:
+      if (Rpc* rpc = FindRpc(from, p.sender_id)) rpc->silent_ticks = 0;
+      break;
+    case wire::PacketType::kCutoffs:
+      HandleCutoffs(from, p);
+      break;
+    case wire::PacketType::kNeedAck:
+      HandleNeedAck(from, FindRpc(from, p.sender_id), p);
+      break;
+    case wire::PacketType::kAck:
+      HandleAck(from, p);
+      break;
+    case wire::PacketType::kRefused:
+      if (Rpc* rpc = FindRpc(from, p.sender_id)) HandleRefused(rpc, p);
+      break;
+  }
+  Pump();
+}
+
+void Engine::Impl::HandleData(const Address& from, const wire::Packet& p) {
+  Rpc* rpc = nullptr;
+  if ((p.sender_id & 1) == 0) {
+    // A request packet from a client. Its piggybacked ack names an RPC of ours it has finished.
+    if (p.data.ack.client_id != 0) ProcessAck(from, p.data.ack.client_id);
+    rpc = ServerRpcForData(from, p);
+    if (rpc == nullptr) return;
+  } else {
+    // A response packet for one of our client RPCs.
+    rpc = FindRpc(from, p.sender_id);
+    if (rpc == nullptr) {
+      ++stats_.packets_dropped_semantic;  // late duplicate of a finished RPC, or bogus
+      return;
+    }
+    if (!rpc->in.started()) {
+      const uint32_t len = p.data.message_length;
+      wire::RefuseReason reason;
+      bool refuse = false;
+      if (len > config_.max_message_length) {
+        reason = wire::RefuseReason::kMessageTooLong;
+        refuse = true;
+      } else if (stats_.rx_bytes_held + len > config_.max_rx_bytes_held) {
+        reason = wire::RefuseReason::kNoMemory;
+        refuse = true;
+      }
+      if (refuse) {
+        ++stats_.refused_messages;
+        SendRefused(from, rpc->id, reason);
+        FailClientRpc(rpc, absl::ResourceExhaustedError(absl::StrCat(
+                               "response of ", len, " bytes refused: ",
+                               RefuseReasonText(reason))));
+        return;
+      }
+      // The server answers only after the whole request arrived: stop sending it.
+      rpc->state = RpcState::kIncoming;
+      pacer_.Remove(rpc);
+      rpc->in.Start(len, std::min(p.data.incoming, len));
+      stats_.rx_bytes_held += len;
+    }
+  }
+  ReceiveData(rpc, p);
+}
+
+Rpc* Engine::Impl::ServerRpcForData(const Address& from, const wire::Packet& p) {
+  const ServerKey key{from, p.sender_id ^ 1};
+  auto it = server_rpcs_.find(key);
+  if (it != server_rpcs_.end()) {
+    Rpc* rpc = it->second.get();
+    if (rpc->state != RpcState::kIncoming) {
+      // The request was already delivered: a duplicate or a retransmission. Never run twice.
+      ++stats_.duplicate_requests_suppressed;
+      stats_.duplicate_data_bytes += p.payload.size();
+      return nullptr;
+    }
+    return rpc;
+  }
+  if (tombstones_.contains(key)) {
+    ++stats_.duplicate_requests_suppressed;
+    stats_.duplicate_data_bytes += p.payload.size();
+    return nullptr;
+  }
+  const uint32_t len = p.data.message_length;
+  const int64_t now = clock_->NowNanos();
+  auto refuse = [&](wire::RefuseReason reason) -> Rpc* {
+    ++stats_.refused_messages;
+    SendRefused(from, key.id, reason);
+    return nullptr;
+  };
+  if (len > config_.max_message_length) return refuse(wire::RefuseReason::kMessageTooLong);
+  if (stats_.rx_bytes_held + len > config_.max_rx_bytes_held) {
+    return refuse(wire::RefuseReason::kNoMemory);
+  }
+  Peer* peer = peers_.FindOrCreate(from, now);
+  if (peer == nullptr) return refuse(wire::RefuseReason::kTooManyPeers);
+  if (peer->server_rpcs >= config_.max_rpcs_per_peer) {
+    return refuse(wire::RefuseReason::kTooManyRpcs);
+  }
+  Rpc* rpc = NewRpc(/*is_client=*/false, key.id, peer);
+  rpc->state = RpcState::kIncoming;
+  rpc->in.Start(len, std::min(p.data.incoming, len));
+  stats_.rx_bytes_held += len;
+  return rpc;
+}
+
+void Engine::Impl::ReceiveData(Rpc* rpc, const wire::Packet& p) {
+  InMessage& in = rpc->in;
+  if (p.data.message_length != in.length()) {
+    ++stats_.packets_dropped_semantic;  // contradicts what earlier packets said
+    return;
+  }
+  rpc->silent_ticks = 0;
+  rpc->peer->last_active_nanos = clock_->NowNanos();
+  MaybeSendCutoffs(rpc->peer, p.data.cutoff_version);
+  const uint32_t size = static_cast<uint32_t>(p.payload.size());
+  const uint32_t fresh = in.Receive(p.data.offset, p.payload);
+  stats_.data_bytes_received += size;
+  stats_.duplicate_data_bytes += size - fresh;
+  // Senders transmit whole packets, so the last granted packet may end past the grant.
+  const uint32_t end = p.data.offset + size;
+  if (end > in.granted()) in.set_granted(end);
+  if (in.complete()) {
+    OnMessageComplete(rpc);
+    return;
+  }
+  grants_.Update(rpc);
+  ScheduleGrants();
+}
+
+void Engine::Impl::OnMessageComplete(Rpc* rpc) {
+  grants_.Remove(rpc);
+  stats_.rx_bytes_held -= rpc->in.length();
+  Buffer message = rpc->in.Release();
+  if (rpc->is_client) {
+    Peer* peer = rpc->peer;
+    if (peer->pending_acks.empty()) peers_with_acks_.push_back(peer);
+    peer->pending_acks.push_back({rpc->id, peer->address.port()});
+    if (peer->pending_acks.size() >= wire::kMaxAcksPerPacket) SendAcks(peer, 0);
+    const RpcId id = rpc->id;
+    const uint64_t cookie = rpc->cookie;
+    EndRpc(rpc);
+    ++stats_.responses_delivered;
+    handler_->OnResponse(id, cookie, std::move(message));
+  } else {
+    rpc->state = RpcState::kInService;
+    rpc->silent_ticks = 0;
+    ++stats_.requests_delivered;
+    handler_->OnRequest(ServerRpcHandle{rpc->peer->address, rpc->id}, std::move(message));
+  }
+  ScheduleGrants();  // the finished message may have held back others
+}
+
+void Engine::Impl::HandleGrant(Rpc* rpc, const wire::Packet& p) {
+  OutMessage& out = rpc->out;
+  if (!out.active) return;
+  rpc->silent_ticks = 0;
+  uint32_t offset = p.grant.offset;
+  if (offset > out.length) {
+    ++stats_.packets_dropped_semantic;  // grant beyond the message: clamp, do not trust
+    offset = out.length;
+  }
+  if (offset > out.granted) {
+    out.granted = offset;
+    out.sched_priority = p.grant.priority;
+    pacer_.Update(rpc);
+  }
+}
+
+void Engine::Impl::HandleResend(const Address& from, Rpc* rpc, const wire::Packet& p) {
+  if (rpc == nullptr) {
+    SendSimple(from, wire::PacketType::kRpcUnknown, p.sender_id ^ 1);
+    return;
+  }
+  rpc->unacked_ticks = 0;  // the peer is alive and still wants this RPC
+  OutMessage& out = rpc->out;
+  if (!out.active) {
+    // Server still receiving or computing the request: "alive, nothing to send yet".
+    SendSimple(from, wire::PacketType::kBusy, rpc->id);
+    return;
+  }
+  rpc->silent_ticks = 0;
+  const uint32_t start = std::min(p.resend.offset, out.length);
+  uint32_t end = p.resend.length == wire::kResendAll
+                     ? out.next_xmit
+                     : static_cast<uint32_t>(std::min<uint64_t>(
+                           uint64_t{p.resend.offset} + p.resend.length, out.length));
+  if (end > out.granted) {
+    out.granted = end;  // the receiver asks beyond our grant: a GRANT was lost
+    pacer_.Update(rpc);
+  }
+  const uint32_t sent_end = std::min(end, out.next_xmit);
+  const uint8_t prio = std::min<uint8_t>(p.resend.priority, top_prio_);
+  if (out.length == 0) {
+    if (out.sent_empty) {
+      SendDataPacket(rpc, 0, 0, /*retransmit=*/true, prio);
+    } else {
+      SendSimple(from, wire::PacketType::kBusy, rpc->id);
+    }
+    return;
+  }
+  if (start >= sent_end) {
+    SendSimple(from, wire::PacketType::kBusy, rpc->id);
+    return;
+  }
+  // Retransmit whole packets on the original boundaries.
+  uint32_t offset = start - start % payload_per_packet_;
+  while (offset < sent_end) {
+    const uint32_t len = std::min(payload_per_packet_, out.length - offset);
+    SendDataPacket(rpc, offset, len, /*retransmit=*/true, prio);
+    ++stats_.retransmitted_packets;
+    offset += len;
+  }
+}
+
+void Engine::Impl::HandleRpcUnknown(Rpc* rpc) {
+  if (!rpc->is_client) {
+    // The client has forgotten this RPC: nobody waits for the response.
+    ++stats_.server_rpcs_abandoned;
+    EndRpc(rpc);
+    return;
+  }
+  // The server has no state for our RPC (every request packet it had was lost, or it
+  // restarted): send the request again from the start.
+  ++stats_.restarts;
+  grants_.Remove(rpc);
+  if (rpc->in.started()) {
+    stats_.rx_bytes_held -= rpc->in.length();
+    rpc->in.Reset();
+  }
+  rpc->state = RpcState::kOutgoing;
+  rpc->silent_ticks = 0;
+  rpc->out.next_xmit = 0;
+  rpc->out.sent_empty = false;
+  rpc->out.granted = std::max(rpc->out.granted, rpc->out.unscheduled);
+  pacer_.Update(rpc);
+}
+
+void Engine::Impl::HandleCutoffs(const Address& from, const wire::Packet& p) {
+  Peer* peer = peers_.Find(from);
+  if (peer == nullptr) return;
+  peer->cutoffs = p.cutoffs.unsched_cutoffs;
+  peer->cutoff_version = p.cutoffs.cutoff_version;
+}
+
+void Engine::Impl::HandleNeedAck(const Address& from, Rpc* rpc, const wire::Packet& p) {
+  if (rpc != nullptr) {
+    // Our response is still incomplete: no ACK; the timer asks for the missing bytes.
+    return;
+  }
+  // We finished (or abandoned) that RPC: the server may forget it.
+  Peer* peer = peers_.Find(from);
+  if (peer != nullptr) {
+    SendAcks(peer, p.sender_id ^ 1);
+    return;
+  }
+  wire::Packet ack;
+  ack.type = wire::PacketType::kAck;
+  ack.sender_id = p.sender_id ^ 1;
+  SendControl(from, ack);
+}
+
+void Engine::Impl::HandleAck(const Address& from, const wire::Packet& p) {
+  ProcessAck(from, p.sender_id);
+  for (uint16_t i = 0; i < p.ack.num_acks; ++i) {
+    if (p.ack.acks[i].client_id != 0) ProcessAck(from, p.ack.acks[i].client_id);
+  }
+}
+
+void Engine::Impl::ProcessAck(const Address& client, uint64_t client_id) {
+  auto it = server_rpcs_.find(ServerKey{client, client_id ^ 1});
+  if (it == server_rpcs_.end()) return;
+  Rpc* rpc = it->second.get();
+  // Only a response being sent can be acknowledged; an ack for anything else is bogus.
+  if (rpc->state != RpcState::kOutgoing) {
+    ++stats_.packets_dropped_semantic;
+    return;
+  }
+  EndRpc(rpc);
+}
+
+void Engine::Impl::HandleRefused(Rpc* rpc, const wire::Packet& p) {
+  if (rpc->is_client) {
+    FailClientRpc(rpc, absl::ResourceExhaustedError(absl::StrCat(
+                           "server refused the request: ", RefuseReasonText(p.refused.reason))));
+  } else {
+    ++stats_.server_rpcs_abandoned;  // the client will not take our response
+    EndRpc(rpc);
+  }
+}
+
+}  // namespace homarpc::transport

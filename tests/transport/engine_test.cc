@@ -1,0 +1,418 @@
+// Protocol tests of the engine: each drives engines on a manual clock and asserts the packets
+// they emit, step by step (see engine_harness.h).
+#include "transport/engine.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "tests/transport/engine_harness.h"
+
+namespace homarpc::transport {
+namespace {
+
+using testing::Bytes;
+using testing::Captured;
+using testing::Host;
+using testing::Net;
+using testing::Str;
+using wire::PacketType;
+
+constexpr uint32_t kPayload = 1416;  // MTU 1500, IPv4/UDP
+
+// Pacing is off in most tests (link_mbps = 0) so packets flow without the clock moving;
+// Engine_PacerHoldsBackLongMessage covers the pacer.
+Config Unpaced() {
+  Config c;
+  c.link_mbps = 0;
+  return c;
+}
+
+struct EngineTest : public ::testing::Test {
+  explicit EngineTest(Config c = Unpaced()) : net(c) {
+    client = net.AddHost("10.0.0.1:40000");
+    server = net.AddHost("10.0.0.2:5000");
+  }
+  Net net;
+  Host* client;
+  Host* server;
+  void EchoServer() {
+    server->auto_respond = [](const std::string& req) { return Buffer::CopyOf(req); };
+  }
+};
+
+TEST_F(EngineTest, Engine_SmallRpcRoundTrip) {
+  EchoServer();
+  Buffer req = Bytes(100);
+  std::string expect = Str(req);
+  auto id = client->engine().SendRequest(server->address(), std::move(req), 77);
+  ASSERT_TRUE(id.ok());
+  EXPECT_EQ(*id % 2, 0u) << "client ids are even";
+  // Expect: one DATA, 100 bytes, unscheduled, at priority 6 (no cutoffs known yet).
+  ASSERT_EQ(client->outbox.size(), 1u);
+  wire::Packet p = client->outbox[0].Decoded();
+  EXPECT_EQ(p.type, PacketType::kData);
+  EXPECT_EQ(p.sender_id, *id);
+  EXPECT_EQ(p.data.message_length, 100u);
+  EXPECT_EQ(p.data.offset, 0u);
+  EXPECT_EQ(client->outbox[0].priority, 6);
+  net.Flush(client);
+  // Expect: server delivered the request once, answered with DATA (id | 1) and CUTOFFS.
+  ASSERT_EQ(server->requests.size(), 1u);
+  EXPECT_EQ(server->requests[0].bytes, expect);
+  EXPECT_EQ(server->requests[0].handle.id, *id | 1);
+  EXPECT_EQ(server->CountType(PacketType::kCutoffs), 1u);
+  auto data = server->OfType(PacketType::kData);
+  ASSERT_EQ(data.size(), 1u);
+  EXPECT_EQ(data[0].Decoded().sender_id, *id | 1);
+  net.Flush(server);
+  ASSERT_EQ(client->responses.size(), 1u);
+  EXPECT_EQ(client->responses[0].id, *id);
+  EXPECT_EQ(client->responses[0].cookie, 77u);
+  ASSERT_TRUE(client->responses[0].result.ok());
+  EXPECT_EQ(*client->responses[0].result, expect);
+  EXPECT_EQ(client->engine().stats().client_rpcs, 0u);
+  // The server keeps its RPC until the client's ACK, which the next tick flushes.
+  EXPECT_EQ(server->engine().stats().server_rpcs, 1u);
+  net.Ticks(1);
+  EXPECT_EQ(server->engine().stats().server_rpcs, 0u);
+  EXPECT_EQ(server->engine().stats().packets_received[0x18], 1u) << "one ACK";
+}
+
+TEST_F(EngineTest, Engine_ZeroLengthMessages) {
+  EchoServer();
+  ASSERT_TRUE(client->engine().SendRequest(server->address(), Buffer(), 0).ok());
+  // Expect: a single empty DATA packet.
+  ASSERT_EQ(client->outbox.size(), 1u);
+  EXPECT_EQ(client->outbox[0].bytes.size(), wire::kDataHeaderSize);
+  net.Settle();
+  ASSERT_EQ(server->requests.size(), 1u);
+  EXPECT_EQ(server->requests[0].bytes, "");
+  ASSERT_EQ(client->responses.size(), 1u);
+  ASSERT_TRUE(client->responses[0].result.ok());
+  EXPECT_EQ(*client->responses[0].result, "");
+}
+
+TEST_F(EngineTest, Engine_CutoffsSetUnscheduledPriority) {
+  EchoServer();
+  ASSERT_TRUE(client->engine().SendRequest(server->address(), Bytes(10), 0).ok());
+  net.Settle();  // the server's CUTOFFS reach the client
+  client->outbox.clear();
+  struct Case {
+    size_t size;
+    uint8_t prio;
+  } cases[] = {{100, 7}, {2000, 6}, {10000, 5}, {100000, 4}};
+  for (const Case& c : cases) {
+    ASSERT_TRUE(client->engine().SendRequest(server->address(), Bytes(c.size), 0).ok());
+    ASSERT_FALSE(client->outbox.empty());
+    EXPECT_EQ(client->outbox.front().priority, c.prio) << "size " << c.size;
+    EXPECT_EQ(client->outbox.front().Decoded().data.cutoff_version, 1);
+    client->outbox.clear();
+  }
+}
+
+TEST_F(EngineTest, Engine_LargeMessageUnscheduledThenGranted) {
+  EchoServer();
+  const size_t size = 1 << 20;
+  Buffer req = Bytes(size);
+  std::string expect = Str(req);
+  ASSERT_TRUE(client->engine().SendRequest(server->address(), std::move(req), 0).ok());
+  // Expect: only the unscheduled prefix goes out: ceil(40000 / 1416) = 29 packets.
+  EXPECT_EQ(client->CountType(PacketType::kData), 29u);
+  uint32_t incoming = client->outbox[0].Decoded().data.incoming;
+  EXPECT_EQ(incoming, 40000u);
+  net.Flush(client);
+  // Expect: the server grants, at most max_incoming outstanding, at a scheduled priority (<= 3).
+  auto grants = server->OfType(PacketType::kGrant);
+  ASSERT_FALSE(grants.empty());
+  for (const Captured& g : grants) {
+    EXPECT_EQ(g.priority, 7) << "control packets go at the top priority";
+    EXPECT_LE(g.Decoded().grant.priority, 3);
+    EXPECT_LE(g.Decoded().grant.offset, 29 * kPayload + 400000);
+  }
+  net.Settle();
+  ASSERT_EQ(server->requests.size(), 1u);
+  EXPECT_EQ(server->requests[0].bytes, expect);
+  ASSERT_EQ(client->responses.size(), 1u);
+  EXPECT_EQ(*client->responses[0].result, expect);
+  EXPECT_EQ(server->engine().stats().rx_bytes_held, 0u);
+  EXPECT_EQ(client->engine().stats().rx_bytes_held, 0u);
+}
+
+TEST_F(EngineTest, Engine_SrptGrantsShortestRemainingFirst) {
+  Host* client2 = net.AddHost("10.0.0.3:40000");
+  // Two senders start long messages to the server: 2 MB from client, 500 KB from client2.
+  ASSERT_TRUE(client->engine().SendRequest(server->address(), Bytes(2 << 20), 0).ok());
+  ASSERT_TRUE(client2->engine().SendRequest(server->address(), Bytes(500000), 0).ok());
+  net.Flush(client);
+  net.Flush(client2);
+  // Expect: both are granted (overcommit), and the shorter one at the higher priority.
+  uint8_t prio_long = 255, prio_short = 255;
+  for (const Captured& g : server->OfType(PacketType::kGrant)) {
+    if (g.dest == client->address()) prio_long = g.Decoded().grant.priority;
+    if (g.dest == client2->address()) prio_short = g.Decoded().grant.priority;
+  }
+  ASSERT_NE(prio_long, 255);
+  ASSERT_NE(prio_short, 255);
+  EXPECT_GT(prio_short, prio_long);
+  // And the shorter finishes first when both run to completion.
+  net.Settle();
+  ASSERT_EQ(server->requests.size(), 2u);
+  EXPECT_EQ(server->requests[0].bytes.size(), 500000u);
+  EXPECT_EQ(server->requests[1].bytes.size(), size_t{2} << 20);
+}
+
+TEST_F(EngineTest, Engine_OvercommitAndMaxIncomingBound) {
+  // Ten senders each start a 1 MB message.
+  std::vector<Host*> senders;
+  for (int i = 0; i < 10; ++i) {
+    senders.push_back(net.AddHost("10.0.1." + std::to_string(i + 1) + ":40000"));
+    ASSERT_TRUE(senders.back()->engine().SendRequest(server->address(), Bytes(1 << 20), 0).ok());
+  }
+  for (Host* s : senders) net.Flush(s);
+  // Expect: at most max_overcommit (8) distinct senders got grants.
+  std::set<std::string> granted;
+  for (const Captured& g : server->OfType(PacketType::kGrant)) granted.insert(g.dest.ToString());
+  EXPECT_LE(granted.size(), 8u);
+  EXPECT_GE(granted.size(), 1u);
+  // Expect: granted-but-unreceived bytes beyond the unscheduled prefixes stay within
+  // max_incoming (the prefixes themselves are uncontrolled by design).
+  uint64_t outstanding = 0;
+  std::map<std::string, uint32_t> max_grant;
+  for (const Captured& g : server->OfType(PacketType::kGrant)) {
+    auto& m = max_grant[g.dest.ToString()];
+    m = std::max(m, g.Decoded().grant.offset);
+  }
+  for (auto& [dest, offset] : max_grant) outstanding += offset - 29 * kPayload;
+  EXPECT_LE(outstanding, 400000u);
+  net.Settle();
+  EXPECT_EQ(server->requests.size(), 10u);
+}
+
+TEST_F(EngineTest, Engine_LostDataPacketIsResent) {
+  EchoServer();
+  Buffer req = Bytes(10 * kPayload);
+  std::string expect = Str(req);
+  ASSERT_TRUE(client->engine().SendRequest(server->address(), std::move(req), 0).ok());
+  // Drop the 4th DATA packet (offset 3 * 1416).
+  net.Flush(client, [](const Captured& c) { return c.Decoded().data.offset != 3 * kPayload; });
+  EXPECT_TRUE(server->requests.empty());
+  // Expect: after resend_ticks (5) of silence the server asks for exactly the gap.
+  net.Ticks(4);
+  EXPECT_EQ(server->engine().stats().resends_sent, 0u);
+  net.Run(1000 * 1000, [this](const Host* h, const Captured& c) {
+    if (h == server && c.type() == PacketType::kResend) {
+      wire::Packet p = c.Decoded();
+      EXPECT_EQ(p.resend.offset, 3 * kPayload);
+      EXPECT_EQ(p.resend.length, kPayload);
+    }
+    return true;
+  });
+  EXPECT_EQ(server->engine().stats().resends_sent, 1u);
+  EXPECT_EQ(client->engine().stats().retransmitted_packets, 1u);
+  ASSERT_EQ(server->requests.size(), 1u);
+  EXPECT_EQ(server->requests[0].bytes, expect);
+  net.Settle();
+  ASSERT_EQ(client->responses.size(), 1u);
+  EXPECT_EQ(*client->responses[0].result, expect);
+}
+
+TEST_F(EngineTest, Engine_AllRequestPacketsLostRestarts) {
+  EchoServer();
+  ASSERT_TRUE(client->engine().SendRequest(server->address(), Bytes(3000), 0).ok());
+  net.Flush(client, [](const Captured&) { return false; });  // the whole request vanishes
+  // Expect: the client's RESEND(0, all) -> server RPC_UNKNOWN -> client restarts -> done.
+  net.Ticks(6);
+  EXPECT_EQ(client->engine().stats().resends_sent, 1u);
+  EXPECT_EQ(server->engine().stats().packets_sent[0x13], 1u) << "RPC_UNKNOWN";
+  EXPECT_EQ(client->engine().stats().restarts, 1u);
+  ASSERT_EQ(client->responses.size(), 1u);
+  EXPECT_TRUE(client->responses[0].result.ok());
+  EXPECT_EQ(server->requests.size(), 1u);
+}
+
+TEST_F(EngineTest, Engine_BusyServerKeepsClientAlive) {
+  // The server takes the request but answers only much later than timeout_ticks.
+  ASSERT_TRUE(client->engine().SendRequest(server->address(), Bytes(100), 0).ok());
+  net.Settle();
+  ASSERT_EQ(server->requests.size(), 1u);
+  net.Ticks(300);
+  // Expect: client RESENDs were answered with BUSY; the RPC is still alive.
+  EXPECT_GT(server->engine().stats().packets_sent[0x14], 0u);
+  EXPECT_TRUE(client->responses.empty());
+  ASSERT_TRUE(server->engine().SendResponse(server->requests[0].handle, Bytes(5)).ok());
+  net.Settle();
+  ASSERT_EQ(client->responses.size(), 1u);
+  EXPECT_TRUE(client->responses[0].result.ok());
+}
+
+TEST_F(EngineTest, Engine_SilentServerTimesOut) {
+  // Nothing ever comes back from the server address.
+  ASSERT_TRUE(client->engine().SendRequest(Address::Parse("10.9.9.9:1").value(), Bytes(100), 5).ok());
+  net.Ticks(99);
+  EXPECT_TRUE(client->responses.empty());
+  net.Ticks(2);
+  ASSERT_EQ(client->responses.size(), 1u);
+  EXPECT_EQ(client->responses[0].cookie, 5u);
+  EXPECT_EQ(client->responses[0].result.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(client->engine().stats().client_rpcs, 0u);
+}
+
+TEST_F(EngineTest, Engine_NeedAckWhenAckLost) {
+  EchoServer();
+  ASSERT_TRUE(client->engine().SendRequest(server->address(), Bytes(100), 0).ok());
+  net.Settle();
+  ASSERT_EQ(client->responses.size(), 1u);
+  // Drop the client's explicit ACK.
+  net.Run(1100 * 1000, [](const Host*, const Captured& c) { return c.type() != PacketType::kAck; });
+  EXPECT_EQ(server->engine().stats().server_rpcs, 1u);
+  // Expect: NEED_ACK after request_ack_ticks (2); the client answers with an ACK.
+  net.Ticks(3);
+  EXPECT_GE(server->engine().stats().packets_sent[0x17], 1u);
+  EXPECT_EQ(server->engine().stats().server_rpcs, 0u);
+}
+
+TEST_F(EngineTest, Engine_UnackedServerRpcIsFreedEventually) {
+  EchoServer();
+  ASSERT_TRUE(client->engine().SendRequest(server->address(), Bytes(100), 0).ok());
+  net.Settle();
+  // The client vanishes: nothing reaches the server any more.
+  net.Run(int64_t{net.config().need_ack_give_up_ticks + 5} * 1000 * 1000,
+          [this](const Host* from, const Captured&) { return from != client; });
+  EXPECT_EQ(server->engine().stats().server_rpcs, 0u);
+  EXPECT_EQ(server->engine().stats().server_rpcs_abandoned, 1u);
+}
+
+TEST_F(EngineTest, Engine_DuplicateRequestRunsOnce) {
+  EchoServer();
+  ASSERT_TRUE(client->engine().SendRequest(server->address(), Bytes(3 * kPayload), 0).ok());
+  std::deque<Captured> copy = client->outbox;
+  net.Settle();
+  ASSERT_EQ(server->requests.size(), 1u);
+  // Replay every request packet: once while the server waits for the ACK...
+  for (const Captured& c : copy) server->engine().HandlePacket(client->address(), c.bytes);
+  net.Ticks(1);  // ACK flows, server forgets the RPC
+  EXPECT_EQ(server->engine().stats().server_rpcs, 0u);
+  // ...and once after the ACK.
+  for (const Captured& c : copy) server->engine().HandlePacket(client->address(), c.bytes);
+  net.Settle();
+  EXPECT_EQ(server->requests.size(), 1u);
+  EXPECT_EQ(server->engine().stats().duplicate_requests_suppressed, 6u);
+}
+
+struct SmallLimitsTest : EngineTest {
+  static Config Limits() {
+    Config c = Unpaced();
+    c.max_message_length = 100000;
+    c.max_rpcs_per_peer = 2;
+    return c;
+  }
+  SmallLimitsTest() : EngineTest(Limits()) {}
+};
+
+TEST_F(SmallLimitsTest, Engine_OversizedRequestRejectedLocally) {
+  auto id = client->engine().SendRequest(server->address(), Bytes(100001), 0);
+  EXPECT_EQ(id.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_TRUE(client->outbox.empty());
+}
+
+TEST_F(SmallLimitsTest, Engine_TooManyRpcsRefusedVisibly) {
+  // Three requests; the server holds two (never answers) and refuses the third.
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_TRUE(client->engine().SendRequest(server->address(), Bytes(100), i).ok());
+  }
+  net.Settle();
+  EXPECT_EQ(server->requests.size(), 2u);
+  ASSERT_EQ(client->responses.size(), 1u);
+  EXPECT_EQ(client->responses[0].cookie, 2u);
+  EXPECT_EQ(client->responses[0].result.status().code(), absl::StatusCode::kResourceExhausted);
+  // Existing work is unharmed.
+  for (auto& r : server->requests) ASSERT_TRUE(server->engine().SendResponse(r.handle, Bytes(1)).ok());
+  net.Settle();
+  EXPECT_EQ(client->responses.size(), 3u);
+}
+
+TEST(EngineLimits, Engine_ReceiverRefusesMessageAboveItsLimit) {
+  // The server accepts at most 1000 bytes; the client may send 64 MiB.
+  Config small;
+  small.max_message_length = 1000;
+  ManualClock clock;
+  Host client(Config(), &clock, Address::Parse("10.0.0.1:40000").value());
+  Host server(small, &clock, Address::Parse("10.0.0.2:5000").value());
+  ASSERT_TRUE(client.engine().SendRequest(server.address(), Bytes(5000), 0).ok());
+  server.engine().HandlePacket(client.address(), client.outbox.front().bytes);
+  auto refused = server.OfType(PacketType::kRefused);
+  ASSERT_EQ(refused.size(), 1u);
+  EXPECT_EQ(refused[0].Decoded().refused.reason, wire::RefuseReason::kMessageTooLong);
+  client.engine().HandlePacket(server.address(), refused[0].bytes);
+  ASSERT_EQ(client.responses.size(), 1u);
+  EXPECT_EQ(client.responses[0].result.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(server.engine().stats().server_rpcs, 0u);
+}
+
+TEST_F(EngineTest, Engine_MalformedPacketsDroppedAndCounted) {
+  EchoServer();
+  ASSERT_TRUE(client->engine().SendRequest(server->address(), Bytes(5000), 0).ok());
+  std::vector<uint8_t> good = client->outbox.front().bytes;
+  // Truncated, bad magic, unknown type, DATA past the message end.
+  std::vector<uint8_t> truncated(good.begin(), good.begin() + 40);
+  std::vector<uint8_t> magic = good;
+  magic[14] ^= 0xff;
+  std::vector<uint8_t> type = good;
+  type[11] = 0x55;
+  std::vector<uint8_t> past = good;
+  past[52] = 0x7f;  // offset far beyond message_length
+  for (auto* bad : {&truncated, &magic, &type, &past}) {
+    server->engine().HandlePacket(client->address(), *bad);
+  }
+  const EngineStats& s = server->engine().stats();
+  EXPECT_EQ(s.packets_dropped[static_cast<int>(wire::DecodeError::kTruncated)], 1u);
+  EXPECT_EQ(s.packets_dropped[static_cast<int>(wire::DecodeError::kBadMagic)], 1u);
+  EXPECT_EQ(s.packets_dropped[static_cast<int>(wire::DecodeError::kUnknownType)], 1u);
+  EXPECT_EQ(s.packets_dropped[static_cast<int>(wire::DecodeError::kBadField)], 1u);
+  EXPECT_EQ(s.server_rpcs, 0u);
+  EXPECT_TRUE(server->outbox.empty());
+  // A GRANT beyond the message length is clamped, not trusted.
+  net.Settle();
+  EXPECT_EQ(client->responses.size(), 1u);
+}
+
+TEST_F(EngineTest, Engine_GrantBeyondLengthIsClamped) {
+  ASSERT_TRUE(client->engine().SendRequest(server->address(), Bytes(100000), 0).ok());
+  client->outbox.clear();
+  wire::Packet g;
+  g.type = PacketType::kGrant;
+  g.sender_id = 3;  // server's id for client RPC 2
+  g.grant.offset = 0xfffffff0;
+  uint8_t buf[wire::kMaxHeaderSize];
+  size_t n = wire::EncodeHeader(g, buf);
+  client->engine().HandlePacket(server->address(), absl::MakeConstSpan(buf, n));
+  EXPECT_EQ(client->engine().stats().packets_dropped_semantic, 1u);
+  // It still sends exactly the rest of the message, nothing beyond.
+  uint64_t bytes = 0;
+  for (const Captured& c : client->outbox) bytes += c.Decoded().payload.size();
+  EXPECT_EQ(bytes, 100000u - 29 * kPayload);
+}
+
+TEST(EnginePacer, Engine_PacerHoldsBackLongMessage) {
+  Config c;
+  c.link_mbps = 1000;  // 1 Gbit/s: a 1416-byte packet takes ~12 us
+  ManualClock clock;
+  Host client(c, &clock, Address::Parse("10.0.0.1:40000").value());
+  ASSERT_TRUE(client.engine().SendRequest(Address::Parse("10.0.0.2:1").value(), Bytes(40000), 0).ok());
+  // Expect: only ~5 us of backlog worth of packets goes out at once (first packet + what fits).
+  size_t first = client.outbox.size();
+  EXPECT_LT(first, 4u);
+  EXPECT_LT(client.engine().NextTimerNanos(), clock.NowNanos() + 20 * 1000);
+  // As time passes the rest follows.
+  for (int i = 0; i < 1000 && client.outbox.size() < 29; ++i) {
+    clock.Set(client.engine().NextTimerNanos());
+    client.engine().OnTimer();
+  }
+  EXPECT_EQ(client.outbox.size(), 29u);
+  // A small message is never held back by the pacer.
+  ASSERT_TRUE(client.engine().SendRequest(Address::Parse("10.0.0.2:1").value(), Bytes(500), 0).ok());
+  EXPECT_EQ(client.outbox.size(), 30u);
+}
+
+}  // namespace
+}  // namespace homarpc::transport

@@ -1,0 +1,130 @@
+// Engine::Impl: the engine's state and its internal operations, split by concern across
+// engine.cc (application calls and packet dispatch), engine_output.cc (transmission) and
+// engine_timer.cc (timers, loss recovery, acks). Private to the engine; engine thread only.
+#ifndef HOMARPC_TRANSPORT_ENGINE_IMPL_H_
+#define HOMARPC_TRANSPORT_ENGINE_IMPL_H_
+
+#include <deque>
+#include <memory>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "transport/engine.h"
+#include "transport/grant.h"
+#include "transport/pacer.h"
+#include "transport/peer.h"
+#include "transport/rpc.h"
+
+namespace homarpc::transport {
+
+// A server RPC is named by the client's address and the server-side id.
+struct ServerKey {
+  Address client;
+  uint64_t id;
+  friend bool operator==(const ServerKey& a, const ServerKey& b) {
+    return a.id == b.id && a.client == b.client;
+  }
+  template <typename H>
+  friend H AbslHashValue(H h, const ServerKey& k) {
+    return H::combine(std::move(h), k.client, k.id);
+  }
+};
+
+class Engine::Impl {
+ public:
+  Impl(const Config& config, const Clock* clock, PacketSink* sink, EngineHandler* handler,
+       uint16_t local_port, bool ipv6);
+  ~Impl();
+
+  // ---- engine.cc: application calls and packet dispatch ----
+  absl::StatusOr<RpcId> SendRequest(const Address& dest, Buffer request, uint64_t cookie);
+  absl::Status SendResponse(const ServerRpcHandle& handle, Buffer response);
+  void AbortClientRpc(RpcId id, absl::Status status);
+  void HandlePacket(const Address& from, absl::Span<const uint8_t> bytes);
+  void Reap();
+  EngineMemory memory() const;
+
+  void HandleData(const Address& from, const wire::Packet& p);
+  void HandleGrant(Rpc* rpc, const wire::Packet& p);
+  void HandleResend(const Address& from, Rpc* rpc, const wire::Packet& p);
+  void HandleRpcUnknown(Rpc* rpc);
+  void HandleCutoffs(const Address& from, const wire::Packet& p);
+  void HandleNeedAck(const Address& from, Rpc* rpc, const wire::Packet& p);
+  void HandleAck(const Address& from, const wire::Packet& p);
+  void HandleRefused(Rpc* rpc, const wire::Packet& p);
+  // Server RPC for a request DATA packet: existing, new, or nullptr (dropped or refused).
+  Rpc* ServerRpcForData(const Address& from, const wire::Packet& p);
+  // Common receive path for both directions once the RPC is known.
+  void ReceiveData(Rpc* rpc, const wire::Packet& p);
+  void OnMessageComplete(Rpc* rpc);
+  void ProcessAck(const Address& client, uint64_t client_id);
+
+  // Finds the RPC a non-DATA packet refers to (by the sender's id), or nullptr.
+  Rpc* FindRpc(const Address& from, uint64_t sender_id);
+  Rpc* NewRpc(bool is_client, uint64_t id, Peer* peer);
+  // Fails a client RPC (OnResponse with `status`) and ends it.
+  void FailClientRpc(Rpc* rpc, absl::Status status);
+  // Ends an RPC: takes it out of every table and schedules its memory for Reap().
+  void EndRpc(Rpc* rpc);
+
+  // ---- engine_output.cc: transmission ----
+  // Sends what the pacer allows, SRPT first. Re-entrancy safe (nested calls return at once).
+  void Pump();
+  // Sends DATA packets of rpc->out from next_xmit while granted and the pacer allows; returns
+  // bytes of payload sent.
+  uint32_t TransmitFrom(Rpc* rpc, uint32_t max_bytes);
+  // Sends one DATA packet covering [offset, offset + len).
+  void SendDataPacket(Rpc* rpc, uint32_t offset, uint32_t len, bool retransmit, uint8_t priority);
+  void SendControl(const Address& to, wire::Packet& p);
+  void SendGrant(Rpc* rpc, uint32_t offset, uint8_t priority);
+  void SendResendsFor(Rpc* rpc);
+  void SendSimple(const Address& to, wire::PacketType type, uint64_t sender_id);
+  void SendRefused(const Address& to, uint64_t sender_id, wire::RefuseReason reason);
+  void SendAcks(Peer* peer, uint64_t header_id);
+  void MaybeSendCutoffs(Peer* peer, uint16_t their_version);
+  void ScheduleGrants();
+  uint8_t UnschedPriorityFor(const Peer* peer, uint32_t length) const;
+  uint8_t Prio(uint8_t level) const { return config_.use_priorities ? level : 0; }
+
+  // ---- engine_timer.cc ----
+  void OnTimer();
+  int64_t NextTimerNanos() const;
+  void Tick();
+  void TickClientRpc(Rpc* rpc);
+  void TickServerRpc(Rpc* rpc);
+
+  // ---- state ----
+  const Config config_;
+  const Clock* clock_;
+  PacketSink* sink_;
+  EngineHandler* handler_;
+  const uint16_t local_port_;
+  const bool ipv6_;
+  const uint32_t payload_per_packet_;
+  const uint8_t top_prio_;          // control packets
+  const uint8_t first_unsched_prio_;
+  const uint8_t max_sched_prio_;
+  const uint16_t cutoff_version_ = 1;  // version of the cutoffs we publish
+
+  EngineStats stats_;
+  PeerTable peers_;
+  GrantScheduler grants_;
+  Pacer pacer_;
+  uint64_t next_client_id_ = 2;
+  absl::flat_hash_map<uint64_t, std::unique_ptr<Rpc>> client_rpcs_;
+  absl::flat_hash_map<ServerKey, std::unique_ptr<Rpc>> server_rpcs_;
+  // Server RPCs recently ended after delivery: a late duplicate of their request must not run
+  // again (at-most-once). Expire after 2 x timeout_ticks.
+  absl::flat_hash_set<ServerKey> tombstones_;
+  std::deque<std::pair<int64_t, ServerKey>> tombstone_expiry_;
+  std::vector<std::unique_ptr<Rpc>> dead_;
+  std::vector<Peer*> peers_with_acks_;
+  int64_t next_tick_nanos_;
+  int64_t next_peer_gc_nanos_;
+  bool in_pump_ = false;
+};
+
+}  // namespace homarpc::transport
+
+#endif  // HOMARPC_TRANSPORT_ENGINE_IMPL_H_

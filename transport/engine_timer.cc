@@ -1,0 +1,149 @@
+// Timers: loss recovery, timeouts, acknowledgements, housekeeping (reference §4).
+//
+// DESIGN NOTES
+// Time is counted in ticks (tick_usecs, 1 ms by default) of silence per RPC, as the Homa
+// module does: packets are far more often delayed than lost, so retries happen only on this
+// coarse timer. A tick walks every live RPC (O(RPCs) per millisecond); each RPC's silence
+// counter is reset by any useful packet for it. Where the next move is ours (we still hold
+// granted bytes to send, or we have received all we granted) silence does not count.
+//
+// The walk works on a snapshot of RPC pointers because ending an RPC runs callbacks that may
+// start or end others; ended RPCs stay allocated (dead_) until Reap(), so the snapshot never
+// dangles, and their state is kDead.
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "transport/engine_impl.h"
+
+namespace homarpc::transport {
+
+void Engine::Impl::OnTimer() {
+  const int64_t now = clock_->NowNanos();
+  if (now >= next_tick_nanos_) {
+    const int64_t tick = int64_t{config_.tick_usecs} * kNanosPerMicro;
+    next_tick_nanos_ += tick;
+    if (next_tick_nanos_ <= now) next_tick_nanos_ = now + tick;  // we fell behind: skip ahead
+    Tick();
+  }
+  grants_.MaybeFifoGrant(now, [this](Rpc* rpc, uint32_t offset, uint8_t priority) {
+    SendGrant(rpc, offset, priority);
+  });
+  Pump();
+}
+
+int64_t Engine::Impl::NextTimerNanos() const {
+  int64_t next = next_tick_nanos_;
+  if (!pacer_.empty()) next = std::min(next, pacer_.NextSendNanos(clock_->NowNanos()));
+  if (grants_.grantable_count() > 0) next = std::min(next, grants_.next_fifo_nanos());
+  return next;
+}
+
+void Engine::Impl::Tick() {
+  const int64_t now = clock_->NowNanos();
+  // Acks that found no DATA packet to ride on go out explicitly, so servers need not ask.
+  for (Peer* peer : peers_with_acks_) {
+    while (!peer->pending_acks.empty()) SendAcks(peer, 0);
+  }
+  peers_with_acks_.clear();
+
+  std::vector<Rpc*> rpcs;
+  rpcs.reserve(client_rpcs_.size() + server_rpcs_.size());
+  for (auto& [id, rpc] : client_rpcs_) rpcs.push_back(rpc.get());
+  for (auto& [key, rpc] : server_rpcs_) rpcs.push_back(rpc.get());
+  for (Rpc* rpc : rpcs) {
+    if (rpc->state == RpcState::kDead) continue;
+    if (rpc->is_client) {
+      TickClientRpc(rpc);
+    } else {
+      TickServerRpc(rpc);
+    }
+  }
+
+  while (!tombstone_expiry_.empty() && tombstone_expiry_.front().first <= now) {
+    tombstones_.erase(tombstone_expiry_.front().second);
+    tombstone_expiry_.pop_front();
+  }
+  if (now >= next_peer_gc_nanos_) {
+    next_peer_gc_nanos_ = now + kNanosPerSecond;
+    peers_.CollectIdle(now - int64_t{config_.peer_idle_secs} * kNanosPerSecond);
+    stats_.peers = peers_.size();
+  }
+  stats_.throttled_rpcs = pacer_.size();
+}
+
+namespace {
+
+// Whether the RPC is due a RESEND this tick (reference §4: first after resend_ticks, then every
+// resend_interval).
+bool ResendDue(const Config& c, uint32_t silent_ticks) {
+  return silent_ticks >= c.resend_ticks && (silent_ticks - c.resend_ticks) % c.resend_interval == 0;
+}
+
+// Everything we granted has arrived: the next move is ours (more grants), not the sender's.
+bool AllGrantedReceived(const InMessage& in) {
+  return in.started() && in.gaps().empty() && in.recv_end() >= in.granted();
+}
+
+}  // namespace
+
+void Engine::Impl::TickClientRpc(Rpc* rpc) {
+  if (rpc->out.HasSendable() || rpc->out.NeedsEmptyPacket() ||
+      (rpc->state == RpcState::kIncoming && AllGrantedReceived(rpc->in))) {
+    rpc->silent_ticks = 0;
+    return;
+  }
+  ++rpc->silent_ticks;
+  if (rpc->silent_ticks >= config_.timeout_ticks) {
+    ++stats_.client_timeouts;
+    FailClientRpc(rpc, absl::UnavailableError(absl::StrCat(
+                           "no response from ", rpc->peer->address.ToString(), " for ",
+                           int64_t{rpc->silent_ticks} * config_.tick_usecs / 1000, " ms")));
+    return;
+  }
+  if (ResendDue(config_, rpc->silent_ticks)) SendResendsFor(rpc);
+}
+
+void Engine::Impl::TickServerRpc(Rpc* rpc) {
+  switch (rpc->state) {
+    case RpcState::kInService:
+      return;  // the application's turn
+    case RpcState::kIncoming:
+      if (AllGrantedReceived(rpc->in)) {
+        rpc->silent_ticks = 0;
+        return;
+      }
+      if (++rpc->silent_ticks >= config_.timeout_ticks) {
+        // The client vanished mid-request. Nothing was delivered, so dropping is safe.
+        ++stats_.server_rpcs_abandoned;
+        EndRpc(rpc);
+        return;
+      }
+      if (ResendDue(config_, rpc->silent_ticks)) SendResendsFor(rpc);
+      return;
+    case RpcState::kOutgoing:
+      if (rpc->out.FullySent()) {
+        ++rpc->unacked_ticks;
+        if (rpc->unacked_ticks >= config_.need_ack_give_up_ticks) {
+          ++stats_.server_rpcs_abandoned;
+          EndRpc(rpc);
+        } else if (rpc->unacked_ticks >= config_.request_ack_ticks) {
+          SendSimple(rpc->peer->address, wire::PacketType::kNeedAck, rpc->id);
+        }
+        return;
+      }
+      if (rpc->out.HasSendable()) {
+        rpc->silent_ticks = 0;
+        return;
+      }
+      // Waiting for grants from the client; the client's timer asks for what it misses.
+      if (++rpc->silent_ticks >= config_.timeout_ticks) {
+        ++stats_.server_rpcs_abandoned;
+        EndRpc(rpc);
+      }
+      return;
+    case RpcState::kDead:
+      return;
+  }
+}
+
+}  // namespace homarpc::transport

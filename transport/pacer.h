@@ -1,0 +1,64 @@
+// Pacer: the sender's half of Homa — which outgoing message transmits next, and when.
+//
+// Messages with granted-but-unsent bytes wait in a ready set ordered by bytes remaining (SRPT
+// among our own messages); a pacer_fifo_fraction share of picks goes to the oldest instead, so
+// long messages progress under sustained load. The pacer models the NIC queue as
+// `link_idle_nanos`, the time when everything handed to the kernel will have left at
+// link_mbps (underestimated by 1%), and lets a packet go only while that estimated backlog is
+// below max_nic_est_backlog_usecs (reference §3.5). Messages with at most defer_min_bytes left
+// and retransmissions are never held back. link_mbps == 0 disables pacing.
+//
+// Owned by the engine; engine thread only.
+#ifndef HOMARPC_TRANSPORT_PACER_H_
+#define HOMARPC_TRANSPORT_PACER_H_
+
+#include <cstdint>
+#include <utility>
+
+#include "absl/container/btree_set.h"
+#include "transport/config.h"
+#include "transport/rpc.h"
+
+namespace homarpc::transport {
+
+class Pacer {
+ public:
+  Pacer(const Config& config, bool ipv6);
+
+  // Files `rpc` by its remaining bytes if it has something to send, else takes it out.
+  // Call after anything changes rpc->out.
+  void Update(Rpc* rpc);
+  void Remove(Rpc* rpc);
+  bool empty() const { return ready_.empty(); }
+  size_t size() const { return ready_.size(); }
+
+  // The next message to transmit from (SRPT, or the oldest on a FIFO pick); nullptr if none.
+  Rpc* Pick();
+
+  // Whether a packet of a message with `remaining` bytes left may be sent at `now`.
+  bool MaySend(int64_t now_nanos, uint32_t remaining) const;
+  // Records that `payload_bytes` of payload (+ headers) were handed to the kernel at `now`.
+  void OnTransmit(int64_t now_nanos, uint32_t payload_bytes, uint32_t header_bytes);
+  // When MaySend will next be true for a paced message (now if already).
+  int64_t NextSendNanos(int64_t now_nanos) const;
+
+ private:
+  using Key = std::pair<uint64_t /*remaining*/, uint64_t /*id*/>;
+  struct KeyedRpc {
+    Key key;
+    Rpc* rpc;
+    bool operator<(const KeyedRpc& o) const { return key < o.key || (key == o.key && rpc < o.rpc); }
+  };
+
+  const Config& config_;
+  const uint32_t per_packet_overhead_;  // IP + UDP + Ethernet framing bytes
+  const int64_t max_backlog_nanos_;
+  const double nanos_per_byte_;
+  int64_t link_idle_nanos_ = 0;
+  uint32_t picks_ = 0;
+  absl::btree_set<KeyedRpc> ready_;
+};
+
+}  // namespace homarpc::transport
+
+#endif  // HOMARPC_TRANSPORT_PACER_H_

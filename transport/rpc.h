@@ -1,0 +1,50 @@
+// Rpc: the engine's state for one RPC, on the client or the server side.
+//
+// Client: kOutgoing (sending the request) -> kIncoming (receiving the response) -> ended.
+// Server: kIncoming (receiving the request) -> kInService (the application has it) ->
+// kOutgoing (sending the response, then waiting for the client's ACK) -> ended.
+// An ended RPC is removed from the engine's tables at once and its memory freed at the next
+// Reap(), because packets already handed to the sink may still point into its buffers.
+// Owned by the engine; touched only from the engine's thread.
+#ifndef HOMARPC_TRANSPORT_RPC_H_
+#define HOMARPC_TRANSPORT_RPC_H_
+
+#include <cstdint>
+
+#include "transport/message.h"
+#include "transport/peer.h"
+
+namespace homarpc::transport {
+
+enum class RpcState : uint8_t { kOutgoing, kIncoming, kInService, kDead };
+
+struct Rpc {
+  bool is_client = false;
+  RpcState state = RpcState::kOutgoing;
+  uint64_t id = 0;  // local id: even on the client, odd on the server
+  uint64_t cookie = 0;
+  Peer* peer = nullptr;
+  int64_t birth_nanos = 0;  // when it started (client) or its first packet arrived (server)
+
+  OutMessage out;  // request (client) or response (server)
+  InMessage in;    // response (client) or request (server)
+
+  // Ticks without hearing anything useful from the peer about this RPC.
+  uint32_t silent_ticks = 0;
+  // Server: ticks since the whole response was handed to the sink, still unacknowledged.
+  uint32_t unacked_ticks = 0;
+
+  // Scheduling bookkeeping (owned by Pacer and GrantScheduler respectively).
+  bool in_ready_set = false;
+  uint64_t ready_key = 0;
+  bool grantable = false;
+  uint64_t grant_key_unreceived = 0;  // the unreceived count it is filed under while grantable
+  int64_t counted_incoming = 0;       // this message's share of the receiver's total_incoming
+
+  // The id the peer uses for this RPC (bit 0 flipped).
+  uint64_t peer_id() const { return id ^ 1; }
+};
+
+}  // namespace homarpc::transport
+
+#endif  // HOMARPC_TRANSPORT_RPC_H_
