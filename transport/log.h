@@ -27,14 +27,21 @@ class Line {
   std::ostringstream stream_;
 };
 
+// Turns the streamed expression into void so both branches of the ternary match.
+struct Voidify {
+  void operator&(const Line&) {}
+};
+
 }  // namespace homarpc::log_internal
 
 #define HOMARPC_LOG_LEVEL_INFO ::homarpc::log_internal::Level::kInfo
 #define HOMARPC_LOG_LEVEL_WARNING ::homarpc::log_internal::Level::kWarning
 #define HOMARPC_LOG_LEVEL_ERROR ::homarpc::log_internal::Level::kError
-#define HOMARPC_LOG(level)                                             \
-  if (!::homarpc::log_internal::Enabled(HOMARPC_LOG_LEVEL_##level)) {  \
-  } else                                                               \
-    ::homarpc::log_internal::Line(HOMARPC_LOG_LEVEL_##level, __FILE__, __LINE__)
+// The ternary (not an if) keeps the macro safe inside an unbraced if/else.
+#define HOMARPC_LOG(level)                                                \
+  !::homarpc::log_internal::Enabled(HOMARPC_LOG_LEVEL_##level)            \
+      ? (void)0                                                           \
+      : ::homarpc::log_internal::Voidify() &                              \
+            ::homarpc::log_internal::Line(HOMARPC_LOG_LEVEL_##level, __FILE__, __LINE__)
 
 #endif  // HOMARPC_TRANSPORT_LOG_H_

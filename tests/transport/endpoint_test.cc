@@ -1,0 +1,155 @@
+// End-to-end tests of Endpoint over real UDP sockets on loopback, for each I/O backend.
+#include "transport/endpoint.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <string>
+#include <vector>
+
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/time.h"
+#include "tests/transport/engine_harness.h"
+
+namespace homarpc::transport {
+namespace {
+
+using testing::Bytes;
+
+// A failure guard, not a timing assertion: generous enough for a loaded 2-core CI machine.
+constexpr absl::Duration kGuard = absl::Seconds(120);
+
+struct EndpointTest : ::testing::TestWithParam<IoKind> {
+  EndpointOptions Options() {
+    EndpointOptions o;
+    o.io.kind = GetParam();
+    o.io.bind_address = Address::Loopback4(0);
+    return o;
+  }
+  std::unique_ptr<Endpoint> EchoServer(EndpointOptions o) {
+    // The handler needs the endpoint it belongs to; no request can arrive before Create
+    // returns, because nobody knows the port yet.
+    auto self = std::make_shared<std::atomic<Endpoint*>>(nullptr);
+    auto ep = Endpoint::Create(o, [self](IncomingRequest r) {
+      Buffer copy = std::move(r.payload);
+      self->load()->Reply(r, std::move(copy));
+    });
+    EXPECT_TRUE(ep.ok()) << ep.status();
+    self->store(ep->get());
+    return std::move(*ep);
+  }
+};
+
+TEST_P(EndpointTest, Endpoint_EchoSizesByteExact) {
+  auto server = EchoServer(Options());
+  auto client = Endpoint::Create(Options());
+  ASSERT_TRUE(client.ok()) << client.status();
+  EXPECT_EQ((*client)->io_kind(), GetParam());
+  for (size_t size : {size_t{0}, size_t{1}, size_t{1416}, size_t{1417}, size_t{100000},
+                      size_t{1} << 20}) {
+    Buffer req = Bytes(size, static_cast<uint8_t>(size));
+    std::string expect(req.view());
+    absl::StatusOr<Buffer> resp = (*client)->Call(server->local_address(), std::move(req));
+    ASSERT_TRUE(resp.ok()) << "size " << size << ": " << resp.status();
+    EXPECT_EQ(resp->view(), expect) << "size " << size;
+  }
+  EngineStats s = server->stats();
+  EXPECT_EQ(s.requests_delivered, 6u);
+}
+
+TEST_P(EndpointTest, Endpoint_ManyConcurrentRpcs) {
+  auto server = EchoServer(Options());
+  auto client = Endpoint::Create(Options());
+  ASSERT_TRUE(client.ok());
+  constexpr int kRpcs = 2000;
+  absl::Mutex mu;
+  int done = 0, ok = 0;
+  absl::Notification all;
+  for (int i = 0; i < kRpcs; ++i) {
+    Buffer req = Bytes(100 + i % 3000, static_cast<uint8_t>(i));
+    std::string expect(req.view());
+    (*client)->SendRequest(server->local_address(), std::move(req),
+                           [&, expect](absl::StatusOr<Buffer> r) {
+                             absl::MutexLock lock(&mu);
+                             if (r.ok() && r->view() == expect) ++ok;
+                             if (++done == kRpcs) all.Notify();
+                           });
+  }
+  ASSERT_TRUE(all.WaitForNotificationWithTimeout(kGuard));
+  EXPECT_EQ(ok, kRpcs);
+}
+
+TEST_P(EndpointTest, Endpoint_NobodyListeningIsUnavailable) {
+  EndpointOptions o = Options();
+  o.config.timeout_ticks = 20;  // 20 ms of silence
+  auto client = Endpoint::Create(o);
+  ASSERT_TRUE(client.ok());
+  // A port with no socket: bind one, note its port, close it.
+  Address dead;
+  {
+    auto probe = Endpoint::Create(Options());
+    ASSERT_TRUE(probe.ok());
+    dead = (*probe)->local_address();
+  }
+  absl::StatusOr<Buffer> r = (*client)->Call(dead, Bytes(10));
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kUnavailable) << r.status();
+}
+
+TEST_P(EndpointTest, Endpoint_AbortCompletesWithStatus) {
+  // A server that never answers.
+  auto server = Endpoint::Create(Options(), [](IncomingRequest) {});
+  ASSERT_TRUE(server.ok());
+  auto client = Endpoint::Create(Options());
+  ASSERT_TRUE(client.ok());
+  absl::Notification done;
+  absl::Status got;
+  uint64_t id = (*client)->SendRequest((*server)->local_address(), Bytes(10),
+                                       [&](absl::StatusOr<Buffer> r) {
+                                         got = r.status();
+                                         done.Notify();
+                                       });
+  (*client)->Abort(id, absl::CancelledError("user gave up"));
+  ASSERT_TRUE(done.WaitForNotificationWithTimeout(kGuard));
+  EXPECT_EQ(got.code(), absl::StatusCode::kCancelled);
+}
+
+TEST_P(EndpointTest, Endpoint_MultiLoopServer) {
+  EndpointOptions o = Options();
+  o.num_loops = 2;
+  auto server = EchoServer(o);
+  std::vector<std::unique_ptr<Endpoint>> clients;
+  for (int i = 0; i < 4; ++i) {
+    auto c = Endpoint::Create(Options());
+    ASSERT_TRUE(c.ok());
+    clients.push_back(std::move(*c));
+  }
+  for (int round = 0; round < 5; ++round) {
+    for (auto& c : clients) {
+      absl::StatusOr<Buffer> r = c->Call(server->local_address(), Bytes(3000));
+      ASSERT_TRUE(r.ok()) << r.status();
+      EXPECT_EQ(r->size(), 3000u);
+    }
+  }
+  EXPECT_EQ(server->stats().requests_delivered, 20u);
+}
+
+TEST_P(EndpointTest, Endpoint_Ipv6) {
+  EndpointOptions o = Options();
+  o.io.bind_address = Address::Loopback6(0);
+  auto probe = Endpoint::Create(o);
+  if (!probe.ok()) GTEST_SKIP() << "IPv6 loopback unavailable: " << probe.status();
+  probe->reset();
+  auto server = EchoServer(o);
+  auto client = Endpoint::Create(o);
+  ASSERT_TRUE(client.ok());
+  absl::StatusOr<Buffer> r = (*client)->Call(server->local_address(), Bytes(5000));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->size(), 5000u);
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, EndpointTest, ::testing::Values(IoKind::kUring, IoKind::kEpoll),
+                         [](const auto& info) { return std::string(IoKindName(info.param)); });
+
+}  // namespace
+}  // namespace homarpc::transport

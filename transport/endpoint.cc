@@ -1,0 +1,193 @@
+#include "transport/endpoint.h"
+
+#include <atomic>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
+#include "transport/clock.h"
+#include "transport/loop.h"
+
+namespace homarpc::transport {
+namespace {
+
+std::atomic<uint64_t> next_token{1};
+
+void Add(EngineStats& sum, const EngineStats& s) {
+  for (int i = 0; i < 256; ++i) {
+    sum.packets_sent[i] += s.packets_sent[i];
+    sum.packets_received[i] += s.packets_received[i];
+  }
+  for (int i = 0; i < static_cast<int>(wire::DecodeError::kCount); ++i) {
+    sum.packets_dropped[i] += s.packets_dropped[i];
+  }
+  sum.packets_dropped_semantic += s.packets_dropped_semantic;
+  sum.data_bytes_sent += s.data_bytes_sent;
+  sum.data_bytes_received += s.data_bytes_received;
+  sum.duplicate_data_bytes += s.duplicate_data_bytes;
+  sum.retransmitted_packets += s.retransmitted_packets;
+  sum.resends_sent += s.resends_sent;
+  sum.restarts += s.restarts;
+  sum.client_timeouts += s.client_timeouts;
+  sum.server_rpcs_abandoned += s.server_rpcs_abandoned;
+  sum.duplicate_requests_suppressed += s.duplicate_requests_suppressed;
+  sum.refused_messages += s.refused_messages;
+  sum.requests_delivered += s.requests_delivered;
+  sum.responses_delivered += s.responses_delivered;
+  sum.client_rpcs += s.client_rpcs;
+  sum.server_rpcs += s.server_rpcs;
+  sum.peers += s.peers;
+  sum.rx_bytes_held += s.rx_bytes_held;
+  sum.throttled_rpcs += s.throttled_rpcs;
+}
+
+// Runs `fn` on `loop`'s thread and waits for it (or runs it here when already there or when
+// the loop has stopped).
+template <typename Fn>
+void RunOn(Loop* loop, Fn fn) {
+  if (loop->IsLoopThread()) {
+    fn();
+    return;
+  }
+  absl::Notification done;
+  if (!loop->Post([&] {
+        fn();
+        done.Notify();
+      })) {
+    fn();
+    return;
+  }
+  done.WaitForNotification();
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Endpoint>> Endpoint::Create(const EndpointOptions& options,
+                                                           RequestHandler handler) {
+  if (absl::Status s = options.config.Validate(); !s.ok()) return s;
+  if (options.num_loops < 1 || options.num_loops > 256) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("num_loops must be in [1, 256], got ", options.num_loops));
+  }
+  std::unique_ptr<Endpoint> ep(new Endpoint());
+  ep->handler_ = std::move(handler);
+  IoOptions io = options.io;
+  if (options.num_loops > 1) io.reuse_port = true;
+  for (int i = 0; i < options.num_loops; ++i) {
+    absl::StatusOr<std::unique_ptr<IoBackend>> backend = CreateIoBackend(io);
+    if (!backend.ok()) return backend.status();
+    if (i == 0) {
+      ep->local_address_ = (*backend)->local_address();
+      io.bind_address = ep->local_address_;  // later loops share the chosen port
+    }
+    ep->loops_.push_back(std::make_unique<Loop>(static_cast<uint32_t>(i), options.config,
+                                                std::move(*backend), &ep->handler_));
+  }
+  for (auto& loop : ep->loops_) loop->Start();
+  return ep;
+}
+
+Endpoint::~Endpoint() {
+  for (auto& loop : loops_) loop->Stop();
+}
+
+IoKind Endpoint::io_kind() const { return loops_.front()->io().kind(); }
+
+uint64_t Endpoint::SendRequest(const Address& dest, Buffer request, ResponseCallback done) {
+  const uint64_t token = next_token.fetch_add(1);
+  Loop* loop = loops_[token % loops_.size()].get();
+  // The callback is shared between the posted closure and the failure path below; only one
+  // of them runs it.
+  auto shared_done = std::make_shared<ResponseCallback>(std::move(done));
+  const bool posted = loop->Post(
+      [loop, token, dest, request = std::move(request), shared_done]() mutable {
+        loop->StartClientRpc(token, dest, std::move(request), std::move(*shared_done));
+      });
+  if (!posted) (*shared_done)(absl::CancelledError("endpoint shut down"));
+  return token;
+}
+
+absl::StatusOr<Buffer> Endpoint::Call(const Address& dest, Buffer request) {
+  struct Waiter {
+    std::atomic<bool> ready{false};
+    absl::Notification notification;
+    absl::StatusOr<Buffer> result;
+  };
+  auto waiter = std::make_shared<Waiter>();
+  SendRequest(dest, std::move(request), [waiter](absl::StatusOr<Buffer> r) {
+    waiter->result = std::move(r);
+    waiter->ready.store(true, std::memory_order_release);
+    waiter->notification.Notify();
+  });
+  // Spin first (a wake-up costs ~10x a busy round trip), then sleep.
+  const int64_t spin = int64_t{loops_.front()->engine().config().poll_usecs} * kNanosPerMicro;
+  const int64_t start = MonotonicClock::Get()->NowNanos();
+  while (!waiter->ready.load(std::memory_order_acquire) &&
+         MonotonicClock::Get()->NowNanos() - start < spin) {
+  }
+  waiter->notification.WaitForNotification();
+  return std::move(waiter->result);
+}
+
+void Endpoint::Abort(uint64_t id, absl::Status status) {
+  Loop* loop = loops_[id % loops_.size()].get();
+  if (status.ok()) status = absl::CancelledError("aborted");
+  loop->Post([loop, id, status = std::move(status)]() mutable {
+    loop->AbortClientRpc(id, std::move(status));
+  });
+}
+
+void Endpoint::Reply(const IncomingRequest& request, Buffer response) {
+  Loop* loop = loops_[request.loop_index].get();
+  if (loop->IsLoopThread()) {
+    loop->SendResponse(request.rpc, std::move(response));
+    return;
+  }
+  loop->Post([loop, rpc = request.rpc, response = std::move(response)]() mutable {
+    loop->SendResponse(rpc, std::move(response));
+  });
+}
+
+EngineStats Endpoint::stats() const {
+  EngineStats sum;
+  for (auto& loop : loops_) {
+    Loop* l = loop.get();
+    RunOn(l, [&] { Add(sum, l->engine().stats()); });
+  }
+  return sum;
+}
+
+EngineMemory Endpoint::memory() const {
+  EngineMemory sum;
+  for (auto& loop : loops_) {
+    Loop* l = loop.get();
+    RunOn(l, [&] {
+      EngineMemory m = l->engine().memory();
+      sum.bytes_per_client_rpc = m.bytes_per_client_rpc;
+      sum.bytes_per_server_rpc = m.bytes_per_server_rpc;
+      sum.bytes_per_peer = m.bytes_per_peer;
+      sum.total_state_bytes += m.total_state_bytes;
+    });
+  }
+  return sum;
+}
+
+IoStats Endpoint::io_stats() const {
+  IoStats sum;
+  for (auto& loop : loops_) {
+    Loop* l = loop.get();
+    RunOn(l, [&] {
+      IoStats s = l->io().stats();
+      sum.datagrams_sent += s.datagrams_sent;
+      sum.send_calls += s.send_calls;
+      sum.send_errors += s.send_errors;
+      sum.datagrams_received += s.datagrams_received;
+      sum.recv_batches += s.recv_batches;
+      sum.recv_truncated += s.recv_truncated;
+      sum.recv_no_buffers += s.recv_no_buffers;
+    });
+  }
+  return sum;
+}
+
+}  // namespace homarpc::transport

@@ -1,0 +1,92 @@
+// Loop: one thread that owns one IoBackend (a UDP socket) and one Engine, and drives them.
+//
+// Each iteration: run closures posted from other threads, deliver received datagrams to the
+// engine, run the engine's timers when due, flush its packets to the kernel, then reap ended
+// RPCs (only after the flush: packets point into their buffers). When an iteration finds no
+// work the loop spins for Config::poll_usecs, then sleeps in IoBackend::Wait() until a
+// datagram, a Post(), or the engine's next timer.
+//
+// Threading: Post() is thread-safe; everything else runs on the loop thread. The engine and
+// backend are touched only there (checked with IsLoopThread() assertions in debug builds).
+// Owned by an Endpoint.
+#ifndef HOMARPC_TRANSPORT_LOOP_H_
+#define HOMARPC_TRANSPORT_LOOP_H_
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/functional/any_invocable.h"
+#include "absl/synchronization/mutex.h"
+#include "transport/endpoint.h"
+#include "transport/engine.h"
+#include "transport/io_backend.h"
+
+namespace homarpc::transport {
+
+class Loop final : public EngineHandler {
+ public:
+  Loop(uint32_t index, const Config& config, std::unique_ptr<IoBackend> io,
+       const Endpoint::RequestHandler* handler);
+  ~Loop() override;
+
+  void Start();
+  // Stops and joins the thread; before exiting, the thread fails every client RPC still in
+  // flight with CANCELLED. Idempotent.
+  void Stop();
+
+  // Runs `fn` on the loop thread soon and returns true. Thread-safe. After Stop() it returns
+  // false and `fn` is destroyed unrun.
+  bool Post(absl::AnyInvocable<void()> fn);
+  bool IsLoopThread() const { return std::this_thread::get_id() == thread_id_.load(); }
+
+  // Loop-thread operations (call via Post from elsewhere).
+  void StartClientRpc(uint64_t token, const Address& dest, Buffer request,
+                      Endpoint::ResponseCallback done);
+  void AbortClientRpc(uint64_t token, absl::Status status);
+  void SendResponse(const ServerRpcHandle& rpc, Buffer response);
+
+  Engine& engine() { return *engine_; }
+  IoBackend& io() { return *io_; }
+  uint32_t index() const { return index_; }
+
+  // EngineHandler (loop thread).
+  void OnRequest(const ServerRpcHandle& rpc, Buffer request) override;
+  void OnResponse(RpcId id, uint64_t cookie, absl::StatusOr<Buffer> response) override;
+
+ private:
+  void Run();
+  bool RunPosted();
+  void FailAllClientRpcs();
+
+  const uint32_t index_;
+  const int64_t spin_nanos_;
+  std::unique_ptr<IoBackend> io_;
+  std::unique_ptr<Engine> engine_;
+  const Endpoint::RequestHandler* handler_;
+
+  std::thread thread_;
+  std::atomic<std::thread::id> thread_id_{};
+  std::atomic<bool> stop_{false};
+  std::atomic<bool> sleeping_{false};
+  std::atomic<uint64_t> posted_count_{0};
+  bool stopped_ = false;
+
+  absl::Mutex mu_;
+  std::vector<absl::AnyInvocable<void()>> posted_ ABSL_GUARDED_BY(mu_);
+  bool accepting_posts_ ABSL_GUARDED_BY(mu_) = true;
+
+  // Client RPCs in flight on this loop: the caller's token -> engine id and callback.
+  struct Pending {
+    RpcId id = 0;
+    Endpoint::ResponseCallback done;
+  };
+  absl::flat_hash_map<uint64_t, Pending> pending_;
+};
+
+}  // namespace homarpc::transport
+
+#endif  // HOMARPC_TRANSPORT_LOOP_H_
