@@ -1,0 +1,194 @@
+// homarpc-demo: the transport's main job until the RPC runtime exists. An echo server process
+// and a client process exchange messages of several sizes over Homa/UDP on loopback, and the
+// client prints round-trip percentiles and goodput per size.
+//
+//   homarpc-demo                          # forks a server, runs the client against it
+//   homarpc-demo --role=server --port=5000
+//   homarpc-demo --role=client --server=127.0.0.1:5000 --sizes=64,1M
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/synchronization/notification.h"
+#include "transport/clock.h"
+#include "transport/endpoint.h"
+
+ABSL_FLAG(std::string, role, "both", "both (fork a server and run the client), server, client");
+ABSL_FLAG(std::string, server, "", "client: server address, e.g. 127.0.0.1:5000");
+ABSL_FLAG(int, port, 0, "server: UDP port to bind (0 = any)");
+ABSL_FLAG(std::string, sizes, "64,1K,16K,64K,1M,16M", "message sizes (suffixes K, M)");
+ABSL_FLAG(int, count, 200, "round trips per size (fewer for sizes over 1 MiB)");
+ABSL_FLAG(int, spin_us, 50, "spin this long before sleeping (0 = block at once)");
+ABSL_FLAG(std::string, io_backend, "auto", "auto, uring or epoll");
+ABSL_FLAG(int, mtu, 1500, "link MTU the transport packetizes for");
+
+namespace homarpc::transport {
+namespace {
+
+[[noreturn]] void Die(const std::string& message) {
+  std::fprintf(stderr, "homarpc-demo: %s\n", message.c_str());
+  std::exit(2);
+}
+
+bool ParseSize(absl::string_view text, size_t* out) {
+  uint64_t mult = 1;
+  if (absl::ConsumeSuffix(&text, "K") || absl::ConsumeSuffix(&text, "KiB")) mult = 1024;
+  if (absl::ConsumeSuffix(&text, "M") || absl::ConsumeSuffix(&text, "MiB")) mult = 1024 * 1024;
+  uint64_t n;
+  if (!absl::SimpleAtoi(text, &n)) return false;
+  *out = n * mult;
+  return true;
+}
+
+EndpointOptions OptionsFromFlags() {
+  EndpointOptions o;
+  o.config.poll_usecs = static_cast<uint32_t>(absl::GetFlag(FLAGS_spin_us));
+  o.config.mtu = static_cast<uint32_t>(absl::GetFlag(FLAGS_mtu));
+  // Loopback has no 25 Gbit/s NIC to protect from queueing; pace at a rate it sustains.
+  o.config.link_mbps = 0;
+  const std::string io = absl::GetFlag(FLAGS_io_backend);
+  if (io == "auto") {
+    o.io.kind = IoKind::kAuto;
+  } else if (io == "uring") {
+    o.io.kind = IoKind::kUring;
+  } else if (io == "epoll") {
+    o.io.kind = IoKind::kEpoll;
+  } else {
+    Die(absl::StrCat("--io_backend must be auto, uring or epoll, not '", io, "'"));
+  }
+  if (absl::Status s = o.config.Validate(); !s.ok()) Die(std::string(s.message()));
+  return o;
+}
+
+// Runs an echo server until killed. Writes the bound port to `port_fd` if >= 0.
+int RunServer(int port_fd) {
+  EndpointOptions o = OptionsFromFlags();
+  o.io.bind_address = Address::Loopback4(static_cast<uint16_t>(absl::GetFlag(FLAGS_port)));
+  auto self = std::make_shared<std::atomic<Endpoint*>>(nullptr);
+  auto ep = Endpoint::Create(o, [self](IncomingRequest r) {
+    Buffer echo = std::move(r.payload);
+    self->load()->Reply(r, std::move(echo));
+  });
+  if (!ep.ok()) Die(absl::StrCat("server: ", ep.status().ToString()));
+  self->store(ep->get());
+  const uint16_t port = (*ep)->local_address().port();
+  if (port_fd >= 0) {
+    if (write(port_fd, &port, sizeof(port)) != sizeof(port)) Die("server: cannot report port");
+    close(port_fd);
+  } else {
+    std::printf("echo server on %s (%s)\n", (*ep)->local_address().ToString().c_str(),
+                IoKindName((*ep)->io_kind()));
+    std::fflush(stdout);
+  }
+  pause();  // until a signal ends the process
+  return 0;
+}
+
+double Percentile(std::vector<int64_t>& v, double p) {
+  std::sort(v.begin(), v.end());
+  size_t rank = static_cast<size_t>(p * static_cast<double>(v.size()) + 0.999999);
+  rank = std::clamp<size_t>(rank, 1, v.size());
+  return static_cast<double>(v[rank - 1]) / 1000.0;
+}
+
+int RunClient(const Address& server) {
+  std::vector<size_t> sizes;
+  for (absl::string_view s : absl::StrSplit(absl::GetFlag(FLAGS_sizes), ',')) {
+    size_t n;
+    if (!ParseSize(s, &n)) Die(absl::StrCat("--sizes: cannot parse '", s, "'"));
+    sizes.push_back(n);
+  }
+  const int count = absl::GetFlag(FLAGS_count);
+  if (count < 1) Die("--count must be at least 1");
+  auto ep = Endpoint::Create(OptionsFromFlags());
+  if (!ep.ok()) Die(absl::StrCat("client: ", ep.status().ToString()));
+  std::printf("Homa/UDP echo to %s, backend %s, MTU %d, spin %d us\n\n",
+              server.ToString().c_str(), IoKindName((*ep)->io_kind()), absl::GetFlag(FLAGS_mtu),
+              absl::GetFlag(FLAGS_spin_us));
+  std::printf("| size | round trips | p50 us | p99 us | goodput Gbit/s |\n");
+  std::printf("|---:|---:|---:|---:|---:|\n");
+  const Clock* clock = MonotonicClock::Get();
+  for (size_t size : sizes) {
+    const int n = size > (1u << 20) ? std::max(count / 10, 5) : count;
+    Buffer payload(size);
+    for (size_t i = 0; i < size; ++i) payload.data()[i] = static_cast<uint8_t>(i * 13);
+    std::vector<int64_t> rtts;
+    int64_t total = 0;
+    for (int i = 0; i < n + 3; ++i) {  // 3 warm-up round trips
+      Buffer req = Buffer::CopyOf(payload.view());
+      const int64_t start = clock->NowNanos();
+      absl::StatusOr<Buffer> resp = (*ep)->Call(server, std::move(req));
+      const int64_t rtt = clock->NowNanos() - start;
+      if (!resp.ok()) Die(absl::StrCat("size ", size, ": ", resp.status().ToString()));
+      if (resp->view() != payload.view()) Die(absl::StrCat("size ", size, ": echo corrupted"));
+      if (i >= 3) {
+        rtts.push_back(rtt);
+        total += rtt;
+      }
+    }
+    // Goodput counts the bytes moved in both directions.
+    const double gbps = 2.0 * static_cast<double>(size) * n * 8 / static_cast<double>(total);
+    std::printf("| %zu | %d | %.1f | %.1f | %.2f |\n", size, n, Percentile(rtts, 0.5),
+                Percentile(rtts, 0.99), gbps);
+    std::fflush(stdout);
+  }
+  return 0;
+}
+
+int RunBoth() {
+  int fds[2];
+  if (pipe(fds) != 0) Die("pipe failed");
+  pid_t child = fork();
+  if (child < 0) Die("fork failed");
+  if (child == 0) {
+    close(fds[0]);
+    return RunServer(fds[1]);
+  }
+  close(fds[1]);
+  uint16_t port = 0;
+  if (read(fds[0], &port, sizeof(port)) != sizeof(port)) Die("the server process did not start");
+  close(fds[0]);
+  int rc = RunClient(Address::Loopback4(port));
+  kill(child, SIGTERM);
+  waitpid(child, nullptr, 0);
+  return rc;
+}
+
+}  // namespace
+}  // namespace homarpc::transport
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage("Homa/UDP echo demo: round-trip percentiles and goodput by size");
+  std::vector<char*> rest = absl::ParseCommandLine(argc, argv);
+  if (rest.size() > 1) {
+    std::fprintf(stderr, "homarpc-demo: unexpected argument '%s'\n", rest[1]);
+    return 2;
+  }
+  using namespace homarpc::transport;
+  const std::string role = absl::GetFlag(FLAGS_role);
+  if (role == "both") return RunBoth();
+  if (role == "server") return RunServer(-1);
+  if (role == "client") {
+    absl::StatusOr<Address> server = Address::Parse(absl::GetFlag(FLAGS_server));
+    if (!server.ok()) {
+      std::fprintf(stderr, "homarpc-demo: --server: %s\n",
+                   std::string(server.status().message()).c_str());
+      return 2;
+    }
+    return RunClient(*server);
+  }
+  std::fprintf(stderr, "homarpc-demo: --role must be both, server or client, not '%s'\n",
+               role.c_str());
+  return 2;
+}
