@@ -36,6 +36,9 @@ uint8_t FirstUnschedLevel(const Config& c) {
   return 1;
 }
 
+// Bound on restarts of one client RPC (PROTOCOL.md, "Answering RPC_UNKNOWN").
+constexpr uint32_t kMaxRestarts = 8;
+
 const char* RefuseReasonText(wire::RefuseReason r) {
   switch (r) {
     case wire::RefuseReason::kMessageTooLong:
@@ -530,14 +533,25 @@ void Engine::Impl::HandleRpcUnknown(Rpc* rpc) {
     EndRpc(rpc);
     return;
   }
-  // The server has no state for our RPC (every request packet it had was lost, or it
-  // restarted): send the request again from the start.
+  if (rpc->in.started()) {
+    // The server executed the request and then forgot it: sending it again could execute it
+    // twice (PROTOCOL.md, "Answering RPC_UNKNOWN").
+    FailClientRpc(rpc, absl::UnavailableError(absl::StrCat(
+                           "server ", rpc->peer->address.ToString(),
+                           " lost the RPC while sending its response")));
+    return;
+  }
+  if (rpc->restarts >= kMaxRestarts) {
+    FailClientRpc(rpc, absl::UnavailableError(absl::StrCat(
+                           "server ", rpc->peer->address.ToString(), " does not know the RPC after ",
+                           kMaxRestarts, " restarts")));
+    return;
+  }
+  // The server has no state for our RPC (every request packet it had was lost): send the
+  // request again from the start.
+  ++rpc->restarts;
   ++stats_.restarts;
   grants_.Remove(rpc);
-  if (rpc->in.started()) {
-    stats_.rx_bytes_held -= rpc->in.length();
-    rpc->in.Reset();
-  }
   rpc->state = RpcState::kOutgoing;
   rpc->silent_ticks = 0;
   rpc->out.next_xmit = 0;

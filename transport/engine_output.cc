@@ -48,7 +48,8 @@ uint32_t Engine::Impl::TransmitFrom(Rpc* rpc, uint32_t max_bytes) {
     if (sent > 0 && !pacer_.MaySend(now, out.remaining())) break;
     const uint32_t len = std::min(payload_per_packet_, out.length - out.next_xmit);
     const uint8_t prio = out.next_xmit < out.unscheduled ? unsched_prio : out.sched_priority;
-    SendDataPacket(rpc, out.next_xmit, len, /*retransmit=*/false, prio);
+    // After a restart every packet is a retransmission (PROTOCOL.md).
+    SendDataPacket(rpc, out.next_xmit, len, /*retransmit=*/rpc->restarts > 0, prio);
     out.next_xmit += len;
     sent += len;
   }

@@ -1,0 +1,306 @@
+// EpollBackend: IoBackend over epoll, recvmmsg and sendmmsg. See epoll_backend.h.
+//
+// Owned by the loop that created it through CreateIoBackend(); every method but Notify() runs
+// on that loop's thread.
+//
+// DESIGN NOTES
+//
+// Receive. epoll watches the socket level-triggered; Poll() does not consult epoll at all but
+// calls recvmmsg(MSG_DONTWAIT) until the socket is empty or kMaxPollRounds batches were taken
+// (a bound so that a flood cannot starve timers and sends). MSG_TRUNC is passed so that
+// msg_len is the datagram's real length: a datagram larger than its slot is then recognised
+// and counted instead of being delivered cut short. GRO batches are split by
+// DeliverReceived(). The batch is min(recv_buffer_count, kMaxRecvSlots) slots: past 32 the
+// per-call saving is negligible and the memory (slots x 64 KiB) is not.
+//
+// Send. Flush() builds one SendPlan and hands it to sendmmsg. sendmmsg stops at the first
+// message that fails and reports how many went; calling it again from that message yields the
+// error itself, which is how each failure is attributed to its message. EAGAIN waits for
+// POLLOUT within the Flush's SendRetryBudget, then retries; EIO/EINVAL on a GSO message before
+// any GSO send has succeeded means this kernel or device refuses UDP_SEGMENT: GSO is switched
+// off for good (one WARNING line) and that message is re-sent one datagram per packet. Every
+// other error drops the message's datagrams into send_errors. send_calls counts messages
+// (one per GSO run or datagram, as the io_uring backend counts SQEs), not sendmmsg calls.
+//
+// Wait/Notify. Notify() writes the eventfd; the eventfd stays readable (level-triggered) until
+// Wait() reads it, so a Notify() that lands between Poll() and Wait() still ends that Wait().
+// Only Wait() resets the eventfd; Poll() never touches it. Wait() takes milliseconds from
+// epoll_wait, rounding up, and uses epoll_pwait2 for timeouts that are not whole
+// milliseconds, when the kernel has it (5.11+).
+#include "transport/epoll_backend.h"
+
+#include <netinet/in.h>
+#include <netinet/udp.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cassert>
+#include <cerrno>
+#include <climits>
+#include <cstring>
+#include <memory>
+#include <vector>
+
+#include "transport/clock.h"
+#include "transport/errors.h"
+#include "transport/io_backend_internal.h"
+#include "transport/log.h"
+
+namespace homarpc::transport {
+namespace {
+
+using io_internal::OwnerThread;
+using io_internal::SendPlan;
+using io_internal::SendRetryBudget;
+
+constexpr uint32_t kMaxRecvSlots = 32;
+constexpr int kMaxPollRounds = 8;
+constexpr size_t kRecvControlSpace = 64;  // one UDP_GRO message needs CMSG_SPACE(4) = 24
+
+class EpollBackend final : public IoBackend {
+ public:
+  EpollBackend(const IoOptions& options, int fd, int epoll_fd, int event_fd, Address local);
+  ~EpollBackend() override;
+
+  IoKind kind() const override { return IoKind::kEpoll; }
+  Address local_address() const override { return local_; }
+  void Send(const OutPacket& packet) override;
+  void Flush() override;
+  int Poll(RecvFn fn) override;
+  void Wait(int64_t timeout_nanos) override;
+  void Notify() override;
+  IoStats stats() const override { return stats_; }
+
+ private:
+  struct alignas(cmsghdr) Control {
+    unsigned char bytes[kRecvControlSpace];
+  };
+
+  // Sends plan_ messages [begin, end), attributing each failure to its message.
+  void SendRange(size_t begin, size_t end, SendRetryBudget* budget);
+
+  const int fd_;
+  const int epoll_fd_;
+  const int event_fd_;
+  const Address local_;
+  const uint32_t slot_size_;
+  bool gso_enabled_;
+  bool gso_verified_ = false;  // a GSO send has succeeded: later EINVALs are not about GSO
+  bool have_pwait2_ = true;
+  OwnerThread owner_;
+  IoStats stats_;
+
+  std::vector<OutPacket> queue_;
+  SendPlan plan_;
+
+  std::unique_ptr<uint8_t[]> slot_memory_;
+  std::vector<mmsghdr> recv_msgs_;
+  std::vector<iovec> recv_iovs_;
+  std::vector<sockaddr_in6> recv_names_;
+  std::vector<Control> recv_controls_;
+};
+
+EpollBackend::EpollBackend(const IoOptions& options, int fd, int epoll_fd, int event_fd,
+                           Address local)
+    : fd_(fd),
+      epoll_fd_(epoll_fd),
+      event_fd_(event_fd),
+      local_(local),
+      slot_size_(options.recv_buffer_size),
+      gso_enabled_(options.enable_gso) {
+  const uint32_t slots = std::min(options.recv_buffer_count, kMaxRecvSlots);
+  slot_memory_.reset(new uint8_t[static_cast<size_t>(slots) * slot_size_]);
+  recv_msgs_.resize(slots);
+  recv_iovs_.resize(slots);
+  recv_names_.resize(slots);
+  recv_controls_.resize(slots);
+  for (uint32_t i = 0; i < slots; ++i) {
+    recv_iovs_[i] = iovec{slot_memory_.get() + static_cast<size_t>(i) * slot_size_, slot_size_};
+    std::memset(&recv_msgs_[i], 0, sizeof(mmsghdr));
+    recv_msgs_[i].msg_hdr.msg_iov = &recv_iovs_[i];
+    recv_msgs_[i].msg_hdr.msg_iovlen = 1;
+  }
+}
+
+EpollBackend::~EpollBackend() {
+  close(event_fd_);
+  close(epoll_fd_);
+  close(fd_);
+}
+
+void EpollBackend::Send(const OutPacket& packet) {
+  assert(owner_.IsOwner());
+  if (packet.dest.family() != local_.family()) {
+    ++stats_.send_errors;  // an IPv4 peer on an IPv6 socket or the reverse: cannot be sent
+    return;
+  }
+  queue_.push_back(packet);
+}
+
+void EpollBackend::Flush() {
+  owner_.Claim();
+  assert(owner_.IsOwner());
+  if (queue_.empty()) return;
+  plan_.Build(queue_, local_.family(), gso_enabled_);
+  SendRetryBudget budget;
+  SendRange(0, plan_.size(), &budget);
+  plan_.Clear();
+  queue_.clear();
+}
+
+void EpollBackend::SendRange(size_t begin, size_t end, SendRetryBudget* budget) {
+  size_t i = begin;
+  while (i < end) {
+    const int sent = sendmmsg(fd_, plan_.msgs() + i, static_cast<unsigned>(end - i), MSG_DONTWAIT);
+    if (sent > 0) {
+      for (size_t k = i; k < i + static_cast<size_t>(sent); ++k) {
+        stats_.datagrams_sent += plan_.info(k).count;
+        if (plan_.info(k).gso_size != 0) gso_verified_ = true;
+      }
+      stats_.send_calls += sent;
+      i += sent;
+      continue;
+    }
+    const int err = sent < 0 ? errno : EIO;
+    if (err == EINTR) continue;
+    const SendPlan::Info info = plan_.info(i);
+    if (err == EAGAIN || err == EWOULDBLOCK) {
+      if (budget->WaitWritable(fd_)) continue;
+    } else if ((err == EIO || err == EINVAL) && info.gso_size != 0 && !gso_verified_) {
+      HOMARPC_LOG(WARNING) << "UDP GSO refused ("
+                           << ErrnoToStatus(err, "sendmsg(UDP_SEGMENT)").message()
+                           << "); sending one datagram per packet from now on";
+      gso_enabled_ = false;
+      ++stats_.send_calls;
+      const auto [single_begin, single_end] = plan_.SplitIntoSingles(i);
+      SendRange(single_begin, single_end, budget);
+      ++i;
+      continue;
+    }
+    ++stats_.send_calls;
+    stats_.send_errors += info.count;
+    ++i;
+  }
+}
+
+int EpollBackend::Poll(RecvFn fn) {
+  owner_.Claim();
+  assert(owner_.IsOwner());
+  const unsigned slots = static_cast<unsigned>(recv_msgs_.size());
+  int delivered = 0;
+  for (int round = 0; round < kMaxPollRounds; ++round) {
+    for (unsigned i = 0; i < slots; ++i) {
+      msghdr& h = recv_msgs_[i].msg_hdr;
+      h.msg_name = &recv_names_[i];
+      h.msg_namelen = sizeof(sockaddr_in6);
+      h.msg_control = recv_controls_[i].bytes;
+      h.msg_controllen = kRecvControlSpace;
+      h.msg_flags = 0;
+    }
+    const int n = recvmmsg(fd_, recv_msgs_.data(), slots, MSG_DONTWAIT | MSG_TRUNC, nullptr);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      break;  // EAGAIN: drained. Nothing else is expected without IP_RECVERR.
+    }
+    for (int i = 0; i < n; ++i) {
+      msghdr& h = recv_msgs_[i].msg_hdr;
+      int gro_segment = 0;
+      for (cmsghdr* c = CMSG_FIRSTHDR(&h); c != nullptr; c = CMSG_NXTHDR(&h, c)) {
+        if (c->cmsg_level == IPPROTO_UDP && c->cmsg_type == UDP_GRO) {
+          std::memcpy(&gro_segment, CMSG_DATA(c), sizeof(gro_segment));
+        }
+      }
+      const Address from =
+          Address::FromSockaddr(static_cast<const sockaddr*>(h.msg_name), h.msg_namelen);
+      const size_t full_length = recv_msgs_[i].msg_len;
+      const size_t copied = std::min<size_t>(full_length, slot_size_);
+      delivered +=
+          io_internal::DeliverReceived(from, static_cast<const uint8_t*>(recv_iovs_[i].iov_base),
+                                       copied, full_length, gro_segment, fn, &stats_);
+    }
+    if (static_cast<unsigned>(n) < slots) break;
+  }
+  return delivered;
+}
+
+void EpollBackend::Wait(int64_t timeout_nanos) {
+  owner_.Claim();
+  assert(owner_.IsOwner());
+  epoll_event events[2];
+  const auto whole_millis = [](int64_t nanos) {
+    return static_cast<int>(
+        std::min<int64_t>((nanos + kNanosPerMilli - 1) / kNanosPerMilli, INT_MAX));
+  };
+  MonotonicClock clock;
+  const int64_t deadline = timeout_nanos < 0 ? -1 : clock.NowNanos() + timeout_nanos;
+  int64_t left = timeout_nanos;
+  int n;
+  while (true) {
+    if (left < 0) {
+      n = epoll_wait(epoll_fd_, events, 2, -1);
+    } else if (left % kNanosPerMilli == 0 || !have_pwait2_) {
+      n = epoll_wait(epoll_fd_, events, 2, whole_millis(left));
+    } else {
+      timespec ts{static_cast<time_t>(left / kNanosPerSecond),
+                  static_cast<long>(left % kNanosPerSecond)};
+      n = epoll_pwait2(epoll_fd_, events, 2, &ts, nullptr);
+      if (n < 0 && errno == ENOSYS) {
+        have_pwait2_ = false;
+        continue;
+      }
+    }
+    // EINTR is common in a process that also runs io_uring rings: task work queued to this
+    // thread (e.g. by a ring being torn down) interrupts blocking calls. Keep waiting.
+    if (n >= 0 || errno != EINTR) break;
+    if (deadline >= 0) {
+      left = deadline - clock.NowNanos();
+      if (left <= 0) return;
+    }
+  }
+  for (int i = 0; i < n; ++i) {
+    if (events[i].data.fd == event_fd_) {
+      uint64_t value;
+      if (read(event_fd_, &value, sizeof(value)) < 0) {
+        // EAGAIN: another Wait already took it. Nothing to do.
+      }
+    }
+  }
+}
+
+void EpollBackend::Notify() {
+  const uint64_t one = 1;
+  if (write(event_fd_, &one, sizeof(one)) < 0) {
+    // EAGAIN: the counter is saturated, so a wakeup is already pending.
+  }
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<IoBackend>> CreateEpollBackend(const IoOptions& options, int fd,
+                                                              const Address& local) {
+  const int epoll_fd = epoll_create1(EPOLL_CLOEXEC);
+  if (epoll_fd < 0) return ErrnoToStatus(errno, "epoll_create1");
+  const int event_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (event_fd < 0) {
+    const int err = errno;
+    close(epoll_fd);
+    return ErrnoToStatus(err, "eventfd");
+  }
+  for (int watched : {fd, event_fd}) {
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.fd = watched;
+    if (epoll_ctl(epoll_fd, EPOLL_CTL_ADD, watched, &ev) != 0) {
+      const int err = errno;
+      close(event_fd);
+      close(epoll_fd);
+      return ErrnoToStatus(err, "epoll_ctl(EPOLL_CTL_ADD)");
+    }
+  }
+  return std::unique_ptr<IoBackend>(new EpollBackend(options, fd, epoll_fd, event_fd, local));
+}
+
+}  // namespace homarpc::transport

@@ -1,0 +1,309 @@
+// io_backend: CreateIoBackend() (the choice between io_uring and epoll) and the pieces both
+// backends share (io_backend_internal.h): socket setup, the GSO send planner and the GRO
+// receive splitter. Everything here runs on the thread that calls it; nothing is shared.
+//
+// DESIGN NOTES
+//
+// Send batching (SendPlan). Homa sends a message as a burst of MTU-sized DATA packets to one
+// peer at one priority, so a Flush() usually holds runs of equal-size packets with the same
+// destination. Each run becomes ONE sendmsg with UDP_SEGMENT = that size and an iovec list
+// [header_0, payload_0, header_1, payload_1, ...]; the kernel cuts the concatenation into
+// datagrams of gso_size bytes, so segment boundaries fall exactly on packet boundaries as long
+// as every packet but the last has that size. That is the run rule: same destination, same
+// priority, size equal to the first packet's (a shorter packet may end the run). A run stops
+// at kMaxGsoSegments datagrams (the kernel's UDP_MAX_SEGMENTS is 64 on older kernels, 128 on
+// 6.x; we stay at 64) and at kMaxGsoBytes in total (the whole run must fit one IP datagram's
+// length field before segmentation). Two iovecs per packet keeps a run at 128 iovecs, far under
+// UIO_MAXIOV (1024). A run of one packet carries no UDP_SEGMENT: a plain datagram is cheaper.
+// Rejected: copying headers and payloads into one contiguous buffer per run (one copy of every
+// payload byte, which GSO exists to avoid).
+//
+// Priority. The IP TOS byte (IPv4) or traffic class (IPv6) is priority << 5, set per sendmsg
+// with an IP_TOS / IPV6_TCLASS control message, and only when priority != 0: the socket's own
+// TOS is 0, so for priority 0 the control message would restate the default, and leaving it
+// out keeps the common control-packet path to at most one control message. Rejected: a
+// setsockopt per priority change (a system call, and it would split a Flush into calls).
+//
+// Errors. Homa recovers lost packets, so a datagram the kernel refuses is counted in
+// send_errors and dropped. EAGAIN is the exception: the socket buffer is full because we are
+// sending faster than the device drains, and dropping locally would only turn into a RESEND
+// round trip later. The backends wait for POLLOUT, bounded by kSendRetryBudgetMillis per
+// Flush(), then retry; what still does not fit is dropped and counted. IP_RECVERR is not set:
+// an unconnected UDP socket without it ignores ICMP errors, so ECONNREFUSED never shows up on
+// sends or ends a multishot receive, and there is no error queue to drain. Homa notices dead
+// peers by silence anyway.
+//
+// The backend choice. HOMARPC_IO_BACKEND (uring|epoll) overrides IoOptions::kind so that a
+// deployment can switch without rebuilding; an empty value counts as unset. The factory opens
+// and binds the socket itself, then wraps it: socket errors (EADDRINUSE maps to
+// FAILED_PRECONDITION, like an unusable io_uring) are returned as they are, and only a failure
+// to build the ring around a good socket makes kAuto fall back to epoll, with one WARNING line,
+// on the same socket (no second bind, no window in which the port is free).
+#include "transport/io_backend.h"
+
+#include <netinet/in.h>
+#include <netinet/udp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "transport/clock.h"
+#include "transport/epoll_backend.h"
+#include "transport/errors.h"
+#include "transport/io_backend_internal.h"
+#include "transport/log.h"
+#include "transport/uring_backend.h"
+
+namespace homarpc::transport {
+
+const char* IoKindName(IoKind kind) {
+  switch (kind) {
+    case IoKind::kAuto:
+      return "auto";
+    case IoKind::kUring:
+      return "uring";
+    case IoKind::kEpoll:
+      return "epoll";
+  }
+  return "unknown";
+}
+
+absl::StatusOr<std::unique_ptr<IoBackend>> CreateIoBackend(const IoOptions& options) {
+  IoKind kind = options.kind;
+  if (const char* env = std::getenv("HOMARPC_IO_BACKEND"); env != nullptr && *env != '\0') {
+    if (std::strcmp(env, "uring") == 0) {
+      kind = IoKind::kUring;
+    } else if (std::strcmp(env, "epoll") == 0) {
+      kind = IoKind::kEpoll;
+    } else {
+      return absl::InvalidArgumentError(
+          absl::StrCat("HOMARPC_IO_BACKEND=\"", env, "\": expected \"uring\" or \"epoll\""));
+    }
+  }
+  if (absl::Status s = io_internal::ValidateOptions(options); !s.ok()) return s;
+  // The socket comes first and is shared by both attempts: its errors (a port in use) are the
+  // caller's and must not look like "io_uring unavailable".
+  Address local;
+  absl::StatusOr<int> fd = io_internal::OpenUdpSocket(options, &local);
+  if (!fd.ok()) return fd.status();
+  absl::StatusOr<std::unique_ptr<IoBackend>> backend;
+  if (kind != IoKind::kEpoll) {
+    backend = CreateUringBackend(options, *fd, local);
+    if (!backend.ok() && kind == IoKind::kAuto) {
+      HOMARPC_LOG(WARNING) << "io_uring unavailable (" << backend.status().message()
+                           << "); using the epoll backend";
+    }
+  }
+  if (kind == IoKind::kEpoll || (kind == IoKind::kAuto && !backend.ok())) {
+    backend = CreateEpollBackend(options, *fd, local);
+  }
+  if (!backend.ok()) close(*fd);
+  return backend;
+}
+
+namespace io_internal {
+
+absl::Status ValidateOptions(const IoOptions& options) {
+  if (!options.bind_address.is_set()) {
+    return absl::InvalidArgumentError("IoOptions.bind_address is unset");
+  }
+  if (options.recv_buffer_count == 0 || options.recv_buffer_count > 32768) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "IoOptions.recv_buffer_count must be 1..32768, not ", options.recv_buffer_count));
+  }
+  if (options.recv_buffer_size < 64 || options.recv_buffer_size > (1u << 20)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "IoOptions.recv_buffer_size must be 64..1048576, not ", options.recv_buffer_size));
+  }
+  return absl::OkStatus();
+}
+
+namespace {
+
+// Sets a socket buffer size, forced past net.core.*mem_max when we may (root, or
+// CAP_NET_ADMIN), else capped by the kernel. Failures are ignored: the default still works.
+void SetBufferSize(int fd, int force_option, int option, int bytes) {
+  if (geteuid() == 0 && setsockopt(fd, SOL_SOCKET, force_option, &bytes, sizeof(bytes)) == 0) {
+    return;
+  }
+  (void)setsockopt(fd, SOL_SOCKET, option, &bytes, sizeof(bytes));
+}
+
+}  // namespace
+
+absl::StatusOr<int> OpenUdpSocket(const IoOptions& options, Address* bound) {
+  const Address& addr = options.bind_address;
+  int fd = socket(addr.family(), SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, IPPROTO_UDP);
+  if (fd < 0) return ErrnoToStatus(errno, "socket(SOCK_DGRAM)");
+  auto fail = [fd](absl::string_view what) {
+    int err = errno;
+    close(fd);
+    return ErrnoToStatus(err, what);
+  };
+  int one = 1;
+  if (addr.is_v6() && setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one)) != 0) {
+    return fail("setsockopt(IPV6_V6ONLY)");
+  }
+  if (options.reuse_port && setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one)) != 0) {
+    return fail("setsockopt(SO_REUSEPORT)");
+  }
+  if (options.socket_buffer_bytes > 0) {
+    SetBufferSize(fd, SO_RCVBUFFORCE, SO_RCVBUF, options.socket_buffer_bytes);
+    SetBufferSize(fd, SO_SNDBUFFORCE, SO_SNDBUF, options.socket_buffer_bytes);
+  }
+  if (options.enable_gro && setsockopt(fd, IPPROTO_UDP, UDP_GRO, &one, sizeof(one)) != 0) {
+    // Kernels before 5.0: datagrams simply arrive one by one.
+    HOMARPC_LOG(INFO) << "UDP_GRO unavailable: " << ErrnoToStatus(errno, "setsockopt").message();
+  }
+  if (bind(fd, addr.sockaddr_ptr(), addr.sockaddr_len()) != 0) {
+    return fail(absl::StrCat("bind(", addr.ToString(), ")"));
+  }
+  Address local;
+  socklen_t len = sizeof(sockaddr_in6);
+  if (getsockname(fd, local.mutable_sockaddr_ptr(), &len) != 0) return fail("getsockname");
+  *bound = Address::FromSockaddr(local.sockaddr_ptr(), len);
+  return fd;
+}
+
+bool SendRetryBudget::WaitWritable(int fd) {
+  MonotonicClock clock;
+  const int64_t now = clock.NowNanos();
+  if (deadline_nanos_ < 0) deadline_nanos_ = now + kSendRetryBudgetMillis * kNanosPerMilli;
+  const int64_t left = deadline_nanos_ - now;
+  if (left <= 0) return false;
+  pollfd p{fd, POLLOUT, 0};
+  const int millis = static_cast<int>((left + kNanosPerMilli - 1) / kNanosPerMilli);
+  int n;
+  do {
+    n = poll(&p, 1, millis);
+  } while (n < 0 && errno == EINTR);
+  return n > 0 && (p.revents & POLLOUT) != 0;
+}
+
+void SendPlan::Build(absl::Span<const OutPacket> packets, int socket_family, bool use_gso) {
+  Clear();
+  packets_ = packets;
+  family_ = socket_family;
+  const size_t n = packets.size();
+  msgs_.reserve(2 * n);
+  infos_.reserve(2 * n);
+  iovs_.resize(2 * n);
+  for (size_t i = 0; i < n; ++i) {
+    const OutPacket& p = packets[i];
+    iovs_[2 * i] = iovec{const_cast<uint8_t*>(p.header), p.header_len};
+    iovs_[2 * i + 1] = iovec{const_cast<uint8_t*>(p.payload.data()), p.payload.size()};
+  }
+  size_t i = 0;
+  while (i < n) {
+    const OutPacket& p = packets[i];
+    const size_t size = p.size();
+    uint32_t count = 1;
+    if (use_gso && size > 0) {
+      size_t total = size;
+      while (i + count < n && count < kMaxGsoSegments) {
+        const OutPacket& q = packets[i + count];
+        const size_t q_size = q.size();
+        if (q_size == 0 || q_size > size || total + q_size > kMaxGsoBytes ||
+            q.priority != p.priority || q.dest != p.dest) {
+          break;
+        }
+        ++count;
+        total += q_size;
+        if (q_size < size) break;  // only the last segment may be short
+      }
+    }
+    Append(static_cast<uint32_t>(i), count, count > 1 ? static_cast<uint16_t>(size) : 0, 2 * i);
+    i += count;
+  }
+}
+
+std::pair<size_t, size_t> SendPlan::SplitIntoSingles(size_t index) {
+  const Info info = infos_[index].info;
+  const size_t begin = msgs_.size();
+  for (uint32_t k = 0; k < info.count; ++k) {
+    Append(info.first + k, 1, 0, 2 * (info.first + k));
+  }
+  return {begin, msgs_.size()};
+}
+
+void SendPlan::Clear() {
+  packets_ = {};
+  msgs_.clear();
+  infos_.clear();
+  iovs_.clear();
+}
+
+void SendPlan::Append(uint32_t first, uint32_t count, uint16_t gso_size, size_t iov_index) {
+  // Build() reserved room for every append: the kernel may hold pointers to earlier entries.
+  Entry& entry = infos_.emplace_back();
+  entry.info = Info{first, count, gso_size};
+  std::memset(entry.control, 0, sizeof(entry.control));
+  mmsghdr& m = msgs_.emplace_back();
+  std::memset(&m, 0, sizeof(m));
+  const OutPacket& p = packets_[first];
+  m.msg_hdr.msg_name = const_cast<sockaddr*>(p.dest.sockaddr_ptr());
+  m.msg_hdr.msg_namelen = p.dest.sockaddr_len();
+  m.msg_hdr.msg_iov = &iovs_[iov_index];
+  m.msg_hdr.msg_iovlen = 2 * count;
+
+  size_t used = 0;
+  auto add = [&](int level, int type, const void* data, size_t len) {
+    cmsghdr* c = reinterpret_cast<cmsghdr*>(entry.control + used);
+    c->cmsg_level = level;
+    c->cmsg_type = type;
+    c->cmsg_len = CMSG_LEN(len);
+    std::memcpy(CMSG_DATA(c), data, len);
+    used += CMSG_SPACE(len);
+  };
+  if (gso_size != 0) add(IPPROTO_UDP, UDP_SEGMENT, &gso_size, sizeof(gso_size));
+  if (p.priority != 0) {
+    const int tos = (p.priority & 7) << 5;
+    if (family_ == AF_INET6) {
+      add(IPPROTO_IPV6, IPV6_TCLASS, &tos, sizeof(tos));
+    } else {
+      add(IPPROTO_IP, IP_TOS, &tos, sizeof(tos));
+    }
+  }
+  if (used != 0) {
+    m.msg_hdr.msg_control = entry.control;
+    m.msg_hdr.msg_controllen = used;
+  }
+}
+
+int DeliverReceived(const Address& from, const uint8_t* data, size_t copied, size_t full_length,
+                    int gro_segment, IoBackend::RecvFn fn, IoStats* stats) {
+  ++stats->recv_batches;
+  if (gro_segment <= 0 || full_length <= static_cast<size_t>(gro_segment)) {
+    if (copied < full_length) {
+      ++stats->recv_truncated;
+      return 0;
+    }
+    fn(from, absl::Span<const uint8_t>(data, full_length));
+    ++stats->datagrams_received;
+    return 1;
+  }
+  // A GRO batch: datagrams of gro_segment bytes, the last possibly shorter. A buffer too small
+  // for the batch still holds its first datagrams whole; deliver those.
+  const size_t segment = static_cast<size_t>(gro_segment);
+  int delivered = 0;
+  for (size_t offset = 0; offset < full_length; offset += segment) {
+    const size_t len = std::min(segment, full_length - offset);
+    if (offset + len > copied) {
+      stats->recv_truncated += (full_length - offset + segment - 1) / segment;
+      break;
+    }
+    fn(from, absl::Span<const uint8_t>(data + offset, len));
+    ++delivered;
+  }
+  stats->datagrams_received += delivered;
+  return delivered;
+}
+
+}  // namespace io_internal
+}  // namespace homarpc::transport

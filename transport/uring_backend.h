@@ -1,0 +1,33 @@
+// UringBackend: the io_uring implementation of IoBackend (liburing).
+//
+// One ring per backend, set up IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN (and
+// created disabled, so the loop thread that first calls Poll/Flush/Wait becomes the single
+// issuer, not the thread that called the factory). Receives use one multishot recvmsg on a
+// ring of provided buffers (IoOptions::recv_buffer_count of recv_buffer_size payload bytes);
+// sends are one SENDMSG per GSO run or datagram, submitted together by Flush(). Notify()
+// writes an eventfd that the ring reads. The class itself is private to uring_backend.cc.
+//
+// Threading: as IoBackend (everything but Notify() on the owning loop thread).
+#ifndef HOMARPC_TRANSPORT_URING_BACKEND_H_
+#define HOMARPC_TRANSPORT_URING_BACKEND_H_
+
+#include <memory>
+
+#include "absl/status/statusor.h"
+#include "transport/address.h"
+#include "transport/io_backend.h"
+
+namespace homarpc::transport {
+
+// Wraps `fd`, a UDP socket already configured and bound to `local` (io_internal::
+// OpenUdpSocket), in an io_uring backend; `options.kind` and `bind_address` are not consulted.
+// On success the backend owns `fd`; on failure the caller still does, so that it can hand the
+// same socket to the epoll backend. Errors: FAILED_PRECONDITION when this kernel or sandbox
+// cannot set up the ring or its provided-buffer ring; RESOURCE_EXHAUSTED when the receive
+// buffers cannot be mapped. Most callers want CreateIoBackend().
+absl::StatusOr<std::unique_ptr<IoBackend>> CreateUringBackend(const IoOptions& options, int fd,
+                                                              const Address& local);
+
+}  // namespace homarpc::transport
+
+#endif  // HOMARPC_TRANSPORT_URING_BACKEND_H_

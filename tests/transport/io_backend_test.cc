@@ -1,0 +1,717 @@
+// io_backend_test: the IoBackend conformance suite, run against both implementations
+// (io_uring and epoll) over IPv4 and IPv6 loopback, plus the factory's choice of backend.
+//
+// Each test builds real backends on 127.0.0.1 / ::1 and moves real datagrams between them.
+// Waiting is bounded only as a failure guard (seconds); nothing asserts how fast anything is.
+#include "transport/io_backend.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <future>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "transport/clock.h"
+#include "transport/errors.h"
+
+namespace homarpc::transport {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::UnorderedElementsAreArray;
+
+using Bytes = std::vector<uint8_t>;
+
+constexpr int64_t kGuardNanos = 10 * kNanosPerSecond;  // failure guard, never a timing claim
+constexpr size_t kHeaderLen = 16;
+
+bool Ipv6LoopbackWorks() {
+  int fd = socket(AF_INET6, SOCK_DGRAM, 0);
+  if (fd < 0) return false;
+  Address a = Address::Loopback6(0);
+  const bool ok = bind(fd, a.sockaddr_ptr(), a.sockaddr_len()) == 0;
+  close(fd);
+  return ok;
+}
+
+// Sets or clears HOMARPC_IO_BACKEND for one scope and restores the previous value.
+class ScopedBackendEnv {
+ public:
+  explicit ScopedBackendEnv(const char* value) {
+    if (const char* old = std::getenv(kName); old != nullptr) old_ = old;
+    had_old_ = std::getenv(kName) != nullptr;
+    if (value == nullptr) {
+      unsetenv(kName);
+    } else {
+      setenv(kName, value, 1);
+    }
+  }
+  ~ScopedBackendEnv() {
+    if (had_old_) {
+      setenv(kName, old_.c_str(), 1);
+    } else {
+      unsetenv(kName);
+    }
+  }
+
+ private:
+  static constexpr const char* kName = "HOMARPC_IO_BACKEND";
+  bool had_old_ = false;
+  std::string old_;
+};
+
+// The bytes of test packet `seq`: a 16-byte header naming seq and priority, then a payload
+// whose every byte depends on seq and position, so a misplaced or mixed byte is noticed.
+Bytes Header(uint32_t seq, uint8_t priority) {
+  Bytes h(kHeaderLen, 0);
+  std::memcpy(h.data(), &seq, sizeof(seq));
+  h[4] = priority;
+  std::memcpy(h.data() + 8, "HDR-TEST", 8);
+  return h;
+}
+Bytes Payload(uint32_t seq, size_t len) {
+  Bytes p(len);
+  for (size_t i = 0; i < len; ++i) p[i] = static_cast<uint8_t>(seq * 131 + i * 7 + 1);
+  return p;
+}
+Bytes Datagram(uint32_t seq, uint8_t priority, size_t payload_len) {
+  Bytes d = Header(seq, priority);
+  Bytes p = Payload(seq, payload_len);
+  d.insert(d.end(), p.begin(), p.end());
+  return d;
+}
+
+// A batch of test packets whose payloads live here (the engine's role) until it is destroyed.
+class Burst {
+ public:
+  void Add(const Address& dest, uint8_t priority, uint32_t seq, size_t payload_len) {
+    payloads_.push_back(std::make_unique<Bytes>(Payload(seq, payload_len)));
+    OutPacket p;
+    p.dest = dest;
+    p.priority = priority;
+    Bytes h = Header(seq, priority);
+    p.header_len = static_cast<uint8_t>(h.size());
+    std::memcpy(p.header, h.data(), h.size());
+    p.payload = absl::MakeConstSpan(*payloads_.back());
+    packets_.push_back(p);
+    expected_.push_back({dest, Datagram(seq, priority, payload_len)});
+  }
+  void SendAll(IoBackend& backend) const {
+    for (const OutPacket& p : packets_) backend.Send(p);
+  }
+  // Overwrites every payload byte, as an engine reusing its buffers after Flush() would.
+  void Scribble() {
+    for (auto& p : payloads_) std::fill(p->begin(), p->end(), 0xEE);
+  }
+  std::vector<Bytes> ExpectedFor(const Address& dest) const {
+    std::vector<Bytes> out;
+    for (const auto& [d, bytes] : expected_) {
+      if (d == dest) out.push_back(bytes);
+    }
+    return out;
+  }
+  size_t size() const { return packets_.size(); }
+
+ private:
+  std::vector<std::unique_ptr<Bytes>> payloads_;
+  std::vector<OutPacket> packets_;
+  std::vector<std::pair<Address, Bytes>> expected_;
+};
+
+bool UringAvailable() {
+  ScopedBackendEnv env(nullptr);
+  IoOptions options;
+  options.kind = IoKind::kUring;
+  return CreateIoBackend(options).ok();
+}
+
+struct Received {
+  Address from;
+  Bytes bytes;
+};
+
+// Polls until `count` datagrams from `sender` arrived (or the guard expires) and returns
+// them. Datagrams from elsewhere are ignored: other test processes on this machine may send to
+// a port they used before the kernel gave it to us.
+std::vector<Received> ReceiveN(IoBackend& backend, size_t count, const Address& sender) {
+  std::vector<Received> got;
+  MonotonicClock clock;
+  const int64_t deadline = clock.NowNanos() + kGuardNanos;
+  while (got.size() < count && clock.NowNanos() < deadline) {
+    backend.Poll([&](const Address& from, absl::Span<const uint8_t> bytes) {
+      if (from == sender) got.push_back({from, Bytes(bytes.begin(), bytes.end())});
+    });
+    if (got.size() < count) backend.Wait(10 * kNanosPerMilli);
+  }
+  return got;
+}
+
+std::vector<Bytes> BytesOf(const std::vector<Received>& got) {
+  std::vector<Bytes> out;
+  for (const Received& r : got) out.push_back(r.bytes);
+  return out;
+}
+
+struct Param {
+  IoKind kind;
+  int family;
+};
+
+std::string ParamName(const testing::TestParamInfo<Param>& info) {
+  return absl::StrCat(IoKindName(info.param.kind), info.param.family == AF_INET6 ? "IPv6" : "IPv4");
+}
+
+class IoBackendTest : public testing::TestWithParam<Param> {
+ protected:
+  void SetUp() override {
+    if (GetParam().family == AF_INET6 && !Ipv6LoopbackWorks()) {
+      GTEST_SKIP() << "::1 cannot be bound here (IPv6 disabled in this kernel or namespace)";
+    }
+    if (GetParam().kind == IoKind::kUring && !UringAvailable()) {
+      GTEST_SKIP() << "io_uring cannot be set up here (kernel < 6.0, or disabled by sysctl "
+                      "or seccomp)";
+    }
+  }
+
+  Address Loopback(uint16_t port = 0) const {
+    return GetParam().family == AF_INET6 ? Address::Loopback6(port) : Address::Loopback4(port);
+  }
+
+  IoOptions Options() const {
+    IoOptions options;
+    options.kind = GetParam().kind;
+    options.bind_address = Loopback();
+    return options;
+  }
+
+  std::unique_ptr<IoBackend> Make(const IoOptions& options) {
+    absl::StatusOr<std::unique_ptr<IoBackend>> backend = CreateIoBackend(options);
+    EXPECT_TRUE(backend.ok()) << backend.status();
+    if (!backend.ok()) return nullptr;
+    EXPECT_EQ((*backend)->kind(), GetParam().kind);
+    return *std::move(backend);
+  }
+  std::unique_ptr<IoBackend> Make() { return Make(Options()); }
+
+  // The environment must not pick the backend for the parameterised tests.
+  ScopedBackendEnv env_{nullptr};
+};
+
+TEST_P(IoBackendTest, SingleDatagramRoundTripKeepsBytesAndSender) {
+  auto a = Make();
+  auto b = Make();
+  ASSERT_TRUE(a && b);
+  ASSERT_EQ(a->local_address().family(), GetParam().family);
+  ASSERT_NE(a->local_address().port(), 0) << "the kernel's chosen port is reported";
+
+  // a -> b: one datagram of 16 header + 100 payload bytes.
+  Burst request;
+  request.Add(b->local_address(), 0, 1, 100);
+  request.SendAll(*a);
+  a->Flush();
+  std::vector<Received> got = ReceiveN(*b, 1, a->local_address());
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].bytes, Datagram(1, 0, 100));
+  EXPECT_EQ(got[0].from, a->local_address()) << got[0].from.ToString();
+
+  // b -> a, answering the address the datagram came from.
+  Burst reply;
+  reply.Add(got[0].from, 0, 2, 0);
+  reply.SendAll(*b);
+  b->Flush();
+  std::vector<Received> back = ReceiveN(*a, 1, b->local_address());
+  ASSERT_EQ(back.size(), 1u);
+  EXPECT_EQ(back[0].bytes, Datagram(2, 0, 0));
+  EXPECT_EQ(back[0].from, b->local_address());
+
+  EXPECT_EQ(a->stats().datagrams_sent, 1u);
+  EXPECT_EQ(b->stats().datagrams_received, 1u);
+}
+
+TEST_P(IoBackendTest, EqualSizeRunGoesOutAsOneGsoSendAndArrivesAsDatagrams) {
+  for (bool gro : {true, false}) {
+    SCOPED_TRACE(gro ? "receiver with GRO" : "receiver without GRO");
+    auto a = Make();
+    IoOptions receiver_options = Options();
+    receiver_options.enable_gro = gro;
+    auto b = Make(receiver_options);
+    ASSERT_TRUE(a && b);
+
+    // 40 packets of 1200 bytes and a shorter last one: one run, one GSO send.
+    Burst burst;
+    for (uint32_t seq = 0; seq < 40; ++seq) burst.Add(b->local_address(), 0, seq, 1184);
+    burst.Add(b->local_address(), 0, 40, 500);
+    burst.SendAll(*a);
+    a->Flush();
+    EXPECT_EQ(a->stats().send_calls, 1u);
+    EXPECT_EQ(a->stats().datagrams_sent, 41u);
+
+    // Expect: 41 datagrams with exact bytes, in order, however the kernel batched them.
+    std::vector<Received> got = ReceiveN(*b, 41, a->local_address());
+    EXPECT_EQ(BytesOf(got), burst.ExpectedFor(b->local_address()));
+    EXPECT_EQ(b->stats().datagrams_received, 41u);
+    for (const Received& r : got) EXPECT_EQ(r.from, a->local_address());
+  }
+}
+
+TEST_P(IoBackendTest, LongRunsAreCutAtTheSegmentAndByteLimits) {
+  auto a = Make();
+  auto b = Make();
+  ASSERT_TRUE(a && b);
+
+  // 100 small packets: at most 64 segments per GSO send, so two sends.
+  Burst small;
+  for (uint32_t seq = 0; seq < 100; ++seq) small.Add(b->local_address(), 0, seq, 84);
+  small.SendAll(*a);
+  a->Flush();
+  EXPECT_EQ(a->stats().send_calls, 2u);
+  EXPECT_EQ(BytesOf(ReceiveN(*b, 100, a->local_address())), small.ExpectedFor(b->local_address()));
+
+  // 150 packets of 1500 bytes: at most ~65000 bytes per send, so 43 per send, 4 sends.
+  Burst large;
+  for (uint32_t seq = 0; seq < 150; ++seq) large.Add(b->local_address(), 0, 1000 + seq, 1484);
+  large.SendAll(*a);
+  a->Flush();
+  EXPECT_EQ(a->stats().send_calls, 2u + 4u);
+  EXPECT_EQ(a->stats().datagrams_sent, 250u);
+  EXPECT_EQ(BytesOf(ReceiveN(*b, 150, a->local_address())), large.ExpectedFor(b->local_address()));
+}
+
+TEST_P(IoBackendTest, WithoutGsoEveryDatagramIsItsOwnSend) {
+  IoOptions options = Options();
+  options.enable_gso = false;
+  auto a = Make(options);
+  auto b = Make();
+  ASSERT_TRUE(a && b);
+  Burst burst;
+  for (uint32_t seq = 0; seq < 10; ++seq) burst.Add(b->local_address(), 0, seq, 1000);
+  burst.SendAll(*a);
+  a->Flush();
+  EXPECT_EQ(a->stats().send_calls, 10u);
+  EXPECT_EQ(BytesOf(ReceiveN(*b, 10, a->local_address())), burst.ExpectedFor(b->local_address()));
+}
+
+TEST_P(IoBackendTest, FlushLargerThanTheSubmissionQueueSendsEverything) {
+  // 1000 messages in one Flush: more than the io_uring SQ (256) and CQ hold at once.
+  IoOptions options = Options();
+  options.enable_gso = false;
+  auto a = Make(options);
+  auto b = Make();
+  ASSERT_TRUE(a && b);
+  Burst burst;
+  for (uint32_t seq = 0; seq < 1000; ++seq) burst.Add(b->local_address(), 0, seq, 64);
+  burst.SendAll(*a);
+  a->Flush();
+  EXPECT_EQ(a->stats().send_calls, 1000u);
+  EXPECT_EQ(a->stats().datagrams_sent, 1000u);
+  EXPECT_THAT(BytesOf(ReceiveN(*b, 1000, a->local_address())),
+              UnorderedElementsAreArray(burst.ExpectedFor(b->local_address())));
+}
+
+TEST_P(IoBackendTest, MixedDestinationsSizesAndPrioritiesInOneFlush) {
+  auto a = Make();
+  auto b = Make();
+  auto c = Make();
+  ASSERT_TRUE(a && b && c);
+  const Address to_b = b->local_address();
+  const Address to_c = c->local_address();
+
+  Burst burst;
+  uint32_t seq = 0;
+  for (int i = 0; i < 3; ++i) burst.Add(to_b, 0, seq++, 1000);  // a GSO run to b
+  for (int i = 0; i < 2; ++i) burst.Add(to_c, 3, seq++, 500);   // a run to c at priority 3
+  burst.Add(to_b, 5, seq++, 1000);                              // same size, other priority
+  burst.Add(to_b, 5, seq++, 1200);                              // larger: a new run
+  burst.Add(to_c, 0, seq++, 0);                                 // header only
+  burst.Add(to_b, 0, seq++, 10);
+  burst.Add(to_c, 3, seq++, 500);
+  burst.SendAll(*a);
+  a->Flush();
+  EXPECT_EQ(a->stats().datagrams_sent, burst.size());
+  EXPECT_EQ(a->stats().send_errors, 0u);
+
+  const std::vector<Bytes> for_b = burst.ExpectedFor(to_b);
+  const std::vector<Bytes> for_c = burst.ExpectedFor(to_c);
+  EXPECT_THAT(BytesOf(ReceiveN(*b, for_b.size(), a->local_address())),
+              UnorderedElementsAreArray(for_b));
+  EXPECT_THAT(BytesOf(ReceiveN(*c, for_c.size(), a->local_address())),
+              UnorderedElementsAreArray(for_c));
+}
+
+TEST_P(IoBackendTest, PayloadMemoryMayBeReusedRightAfterFlush) {
+  auto a = Make();
+  auto b = Make();
+  ASSERT_TRUE(a && b);
+  Burst burst;
+  for (uint32_t seq = 0; seq < 20; ++seq) burst.Add(b->local_address(), 0, seq, 1000);
+  for (uint32_t seq = 20; seq < 25; ++seq) burst.Add(b->local_address(), 2, seq, 300);
+  burst.SendAll(*a);
+  a->Flush();
+  // The engine reuses its buffers once Flush() has returned; the receiver must not notice.
+  burst.Scribble();
+  std::vector<Bytes> expected;
+  for (uint32_t seq = 0; seq < 20; ++seq) expected.push_back(Datagram(seq, 0, 1000));
+  for (uint32_t seq = 20; seq < 25; ++seq) expected.push_back(Datagram(seq, 2, 300));
+  EXPECT_THAT(BytesOf(ReceiveN(*b, 25, a->local_address())), UnorderedElementsAreArray(expected));
+}
+
+TEST_P(IoBackendTest, PriorityArrivesAsTosOrTrafficClass) {
+  auto a = Make();
+  ASSERT_TRUE(a);
+  // A plain socket that reports the TOS byte / traffic class of each datagram.
+  const bool v6 = GetParam().family == AF_INET6;
+  int fd = socket(GetParam().family, SOCK_DGRAM, 0);
+  ASSERT_GE(fd, 0);
+  Address bound = Loopback();
+  ASSERT_EQ(bind(fd, bound.sockaddr_ptr(), bound.sockaddr_len()), 0);
+  socklen_t len = sizeof(sockaddr_in6);
+  ASSERT_EQ(getsockname(fd, bound.mutable_sockaddr_ptr(), &len), 0);
+  int one = 1;
+  ASSERT_EQ(v6 ? setsockopt(fd, IPPROTO_IPV6, IPV6_RECVTCLASS, &one, sizeof(one))
+               : setsockopt(fd, IPPROTO_IP, IP_RECVTOS, &one, sizeof(one)),
+            0);
+  timeval guard{10, 0};
+  ASSERT_EQ(setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &guard, sizeof(guard)), 0);
+
+  // One datagram per priority, then a GSO run of three at priority 6.
+  Burst burst;
+  for (uint8_t prio = 0; prio < 8; ++prio) burst.Add(bound, prio, prio, 100 + prio);
+  for (uint32_t seq = 8; seq < 11; ++seq) burst.Add(bound, 6, seq, 700);
+  burst.SendAll(*a);
+  a->Flush();
+
+  for (size_t i = 0; i < burst.size(); ++i) {
+    uint8_t data[2048];
+    alignas(cmsghdr) unsigned char control[128];
+    iovec iov{data, sizeof(data)};
+    msghdr msg{};
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control;
+    msg.msg_controllen = sizeof(control);
+    const ssize_t n = recvmsg(fd, &msg, 0);
+    ASSERT_GE(n, static_cast<ssize_t>(kHeaderLen)) << "datagram " << i << " did not arrive";
+    const uint8_t priority = data[4];  // the header names the priority it was sent with
+    int tos = -1;
+    for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
+      if (!v6 && c->cmsg_level == IPPROTO_IP && c->cmsg_type == IP_TOS) {
+        tos = *CMSG_DATA(c);
+      } else if (v6 && c->cmsg_level == IPPROTO_IPV6 && c->cmsg_type == IPV6_TCLASS) {
+        std::memcpy(&tos, CMSG_DATA(c), sizeof(tos));
+      }
+    }
+    EXPECT_EQ(tos, priority << 5) << "datagram with priority " << int{priority};
+  }
+  close(fd);
+}
+
+TEST_P(IoBackendTest, NotifyFromAnotherThreadWakesABlockedWait) {
+  auto b = Make();
+  ASSERT_TRUE(b);
+  std::promise<void> owning;
+  std::promise<void> woke;
+  std::future<void> woke_future = woke.get_future();
+  std::thread loop([&] {
+    b->Poll([](const Address&, absl::Span<const uint8_t>) {});  // this thread owns b now
+    owning.set_value();
+    b->Wait(-1);
+    woke.set_value();
+  });
+  owning.get_future().wait();
+  b->Notify();
+  const bool returned = woke_future.wait_for(std::chrono::seconds(10)) == std::future_status::ready;
+  EXPECT_TRUE(returned) << "Wait(-1) did not return after Notify()";
+  if (!returned) {
+    // Unblock the loop with a datagram so that the test can end and report.
+    int fd = socket(GetParam().family, SOCK_DGRAM, 0);
+    const Address dest = b->local_address();
+    (void)sendto(fd, "x", 1, 0, dest.sockaddr_ptr(), dest.sockaddr_len());
+    close(fd);
+  }
+  loop.join();
+}
+
+TEST_P(IoBackendTest, NotifyBeforeWaitIsNotLostByAnInterveningPoll) {
+  auto b = Make();
+  ASSERT_TRUE(b);
+  b->Poll([](const Address&, absl::Span<const uint8_t>) {});
+  // Notify lands after the loop looked for work; the loop still polls once before it waits.
+  b->Notify();
+  EXPECT_EQ(b->Poll([](const Address&, absl::Span<const uint8_t>) {}), 0);
+  MonotonicClock clock;
+  const int64_t start = clock.NowNanos();
+  b->Wait(kGuardNanos);
+  EXPECT_LT(clock.NowNanos() - start, kGuardNanos / 2) << "the Notify() was lost";
+}
+
+TEST_P(IoBackendTest, WaitWithNothingPendingLastsAboutTheTimeout) {
+  auto b = Make();
+  ASSERT_TRUE(b);
+  b->Poll([](const Address&, absl::Span<const uint8_t>) {});
+  MonotonicClock clock;
+  for (int64_t timeout : {30 * kNanosPerMilli, 2 * kNanosPerMilli + 500 * kNanosPerMicro}) {
+    // A stray datagram (another process's traffic to a port we reused) may end a Wait early,
+    // as the contract allows; such an attempt does not count, but Poll() must show it.
+    bool clean = false;
+    for (int attempt = 0; attempt < 5 && !clean; ++attempt) {
+      const int64_t start = clock.NowNanos();
+      b->Wait(timeout);
+      const int64_t elapsed = clock.NowNanos() - start;
+      if (b->Poll([](const Address&, absl::Span<const uint8_t>) {}) > 0) continue;
+      clean = true;
+      // Only a loose lower bound: a loaded machine may wake us late, never much early.
+      EXPECT_GE(elapsed, timeout * 8 / 10) << "timeout " << timeout << " ns";
+    }
+    EXPECT_TRUE(clean) << "every attempt was cut short by stray datagrams";
+  }
+}
+
+TEST_P(IoBackendTest, BurstLargerThanTheReceiveBuffersArrivesIntact) {
+  auto a = Make();
+  IoOptions options = Options();
+  options.recv_buffer_count = 4;
+  options.recv_buffer_size = 2048;
+  options.enable_gro = false;
+  auto b = Make(options);
+  ASSERT_TRUE(a && b);
+
+  // 64 datagrams wait in b's socket before b arms its receive: 4 buffers cannot take them.
+  Burst burst;
+  for (uint32_t seq = 0; seq < 64; ++seq) burst.Add(b->local_address(), 0, seq, 1000);
+  burst.SendAll(*a);
+  a->Flush();
+  std::vector<Received> got = ReceiveN(*b, 64, a->local_address());
+
+  // The socket buffer (8 MiB) holds them all, so nothing may be lost, and counts add up.
+  EXPECT_THAT(BytesOf(got), UnorderedElementsAreArray(burst.ExpectedFor(b->local_address())));
+  const IoStats stats = b->stats();
+  EXPECT_EQ(stats.datagrams_received, 64u);
+  EXPECT_EQ(stats.recv_truncated, 0u);
+  if (GetParam().kind == IoKind::kUring) {
+    EXPECT_GE(stats.recv_no_buffers, 1u) << "the buffer ring never ran dry: ENOBUFS untested";
+  }
+}
+
+TEST_P(IoBackendTest, DatagramLargerThanAReceiveBufferIsCountedNotDelivered) {
+  for (bool gro : {true, false}) {
+    SCOPED_TRACE(gro ? "receiver with GRO" : "receiver without GRO");
+    auto a = Make();
+    IoOptions options = Options();
+    options.recv_buffer_size = 1024;
+    options.enable_gro = gro;
+    auto b = Make(options);
+    ASSERT_TRUE(a && b);
+
+    // One 2000-byte datagram, then (separately flushed) a small one that fits.
+    Burst big;
+    big.Add(b->local_address(), 0, 1, 2000 - kHeaderLen);
+    big.SendAll(*a);
+    a->Flush();
+    Burst small;
+    small.Add(b->local_address(), 0, 2, 100);
+    small.SendAll(*a);
+    a->Flush();
+
+    std::vector<Received> got = ReceiveN(*b, 1, a->local_address());
+    ASSERT_EQ(got.size(), 1u);
+    EXPECT_EQ(got[0].bytes, Datagram(2, 0, 100)) << "the oversized datagram was delivered";
+    EXPECT_EQ(b->stats().recv_truncated, 1u);
+    EXPECT_EQ(b->stats().datagrams_received, 1u);
+  }
+}
+
+TEST_P(IoBackendTest, GroBatchLargerThanABufferDeliversWhatFitsAndCountsTheRest) {
+  auto a = Make();
+  IoOptions options = Options();
+  options.recv_buffer_size = 1024;
+  auto b = Make(options);
+  ASSERT_TRUE(a && b);
+  // Ten 300-byte datagrams in one GSO send: a GRO receiver may get them as one 3000-byte batch.
+  Burst burst;
+  for (uint32_t seq = 0; seq < 10; ++seq) burst.Add(b->local_address(), 0, seq, 284);
+  burst.SendAll(*a);
+  a->Flush();
+  Burst marker;
+  marker.Add(b->local_address(), 1, 99, 10);
+  marker.SendAll(*a);
+  a->Flush();
+
+  std::vector<Received> got;
+  MonotonicClock clock;
+  const int64_t deadline = clock.NowNanos() + kGuardNanos;
+  bool marker_seen = false;
+  while (!marker_seen && clock.NowNanos() < deadline) {
+    b->Poll([&](const Address& from, absl::Span<const uint8_t> bytes) {
+      if (from != a->local_address()) return;  // stray traffic from another process
+      Bytes copy(bytes.begin(), bytes.end());
+      if (copy == Datagram(99, 1, 10)) {
+        marker_seen = true;
+      } else {
+        got.push_back({from, copy});
+      }
+    });
+    if (!marker_seen) b->Wait(10 * kNanosPerMilli);
+  }
+  ASSERT_TRUE(marker_seen);
+  // Every delivered datagram is whole and in order; the others are counted as truncated.
+  const std::vector<Bytes> expected = burst.ExpectedFor(b->local_address());
+  ASSERT_LE(got.size(), expected.size());
+  for (size_t i = 0; i < got.size(); ++i) EXPECT_EQ(got[i].bytes, expected[i]) << i;
+  EXPECT_EQ(got.size() + b->stats().recv_truncated, expected.size());
+}
+
+TEST_P(IoBackendTest, SendingToAClosedPortIsHarmless) {
+  auto a = Make();
+  auto b = Make();
+  ASSERT_TRUE(a && b);
+  // A port that was bound and released: nobody listens there.
+  int fd = socket(GetParam().family, SOCK_DGRAM, 0);
+  Address closed = Loopback();
+  ASSERT_EQ(bind(fd, closed.sockaddr_ptr(), closed.sockaddr_len()), 0);
+  socklen_t len = sizeof(sockaddr_in6);
+  ASSERT_EQ(getsockname(fd, closed.mutable_sockaddr_ptr(), &len), 0);
+  close(fd);
+
+  for (int round = 0; round < 2; ++round) {  // the second round meets any ICMP of the first
+    Burst burst;
+    for (uint32_t seq = 0; seq < 3; ++seq) burst.Add(closed, 0, seq, 100);
+    burst.Add(b->local_address(), 0, 10 + round, 100);
+    burst.SendAll(*a);
+    a->Flush();
+    std::vector<Received> got = ReceiveN(*b, 1, a->local_address());
+    ASSERT_EQ(got.size(), 1u);
+    EXPECT_EQ(got[0].bytes, Datagram(10 + round, 0, 100));
+    EXPECT_EQ(a->Poll([](const Address&, absl::Span<const uint8_t>) {}), 0);
+  }
+  const IoStats stats = a->stats();
+  EXPECT_EQ(stats.datagrams_sent + stats.send_errors, 8u);
+}
+
+TEST_P(IoBackendTest, PeerOfTheOtherFamilyIsCountedAsASendError) {
+  auto a = Make();
+  ASSERT_TRUE(a);
+  Burst burst;
+  burst.Add(GetParam().family == AF_INET6 ? Address::Loopback4(9) : Address::Loopback6(9), 0, 1,
+            10);
+  burst.SendAll(*a);
+  a->Flush();
+  EXPECT_EQ(a->stats().send_errors, 1u);
+  EXPECT_EQ(a->stats().datagrams_sent, 0u);
+}
+
+TEST_P(IoBackendTest, ReusePortLetsTwoBackendsShareAPort) {
+  IoOptions options = Options();
+  options.reuse_port = true;
+  auto first = Make(options);
+  ASSERT_TRUE(first);
+  options.bind_address = first->local_address();
+  auto second = Make(options);
+  ASSERT_TRUE(second);
+  EXPECT_EQ(second->local_address(), first->local_address());
+
+  // Without SO_REUSEPORT the port is taken: EADDRINUSE, through ErrnoToStatus.
+  IoOptions exclusive = Options();
+  exclusive.bind_address = first->local_address();
+  absl::StatusOr<std::unique_ptr<IoBackend>> third = CreateIoBackend(exclusive);
+  EXPECT_EQ(third.status().code(), ErrnoToStatus(EADDRINUSE, "").code()) << third.status();
+  EXPECT_THAT(std::string(third.status().message()), HasSubstr("bind"));
+
+  // Traffic to the port reaches one of the two, and none is lost.
+  auto a = Make();
+  ASSERT_TRUE(a);
+  Burst burst;
+  for (uint32_t seq = 0; seq < 20; ++seq) burst.Add(first->local_address(), 0, seq, 50);
+  burst.SendAll(*a);
+  a->Flush();
+  size_t received = 0;
+  const auto count = [&](const Address& from, absl::Span<const uint8_t>) {
+    if (from == a->local_address()) ++received;
+  };
+  MonotonicClock clock;
+  const int64_t deadline = clock.NowNanos() + kGuardNanos;
+  while (received < 20 && clock.NowNanos() < deadline) {
+    first->Poll(count);
+    second->Poll(count);
+    if (received < 20) first->Wait(kNanosPerMilli);
+  }
+  EXPECT_EQ(received, 20u);
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, IoBackendTest,
+                         testing::Values(Param{IoKind::kUring, AF_INET},
+                                         Param{IoKind::kUring, AF_INET6},
+                                         Param{IoKind::kEpoll, AF_INET},
+                                         Param{IoKind::kEpoll, AF_INET6}),
+                         ParamName);
+
+// The factory: IoOptions::kind, the HOMARPC_IO_BACKEND override and its bad values.
+TEST(CreateIoBackendTest, EnvironmentOverridesTheConfiguredKind) {
+  IoOptions options;
+  options.kind = IoKind::kUring;
+  {
+    ScopedBackendEnv env("epoll");
+    absl::StatusOr<std::unique_ptr<IoBackend>> backend = CreateIoBackend(options);
+    ASSERT_TRUE(backend.ok()) << backend.status();
+    EXPECT_EQ((*backend)->kind(), IoKind::kEpoll);
+  }
+  options.kind = IoKind::kEpoll;
+  if (UringAvailable()) {
+    ScopedBackendEnv env("uring");
+    absl::StatusOr<std::unique_ptr<IoBackend>> backend = CreateIoBackend(options);
+    ASSERT_TRUE(backend.ok()) << backend.status();
+    EXPECT_EQ((*backend)->kind(), IoKind::kUring);
+  }
+  {
+    ScopedBackendEnv env(nullptr);
+    absl::StatusOr<std::unique_ptr<IoBackend>> backend = CreateIoBackend(options);
+    ASSERT_TRUE(backend.ok()) << backend.status();
+    EXPECT_EQ((*backend)->kind(), IoKind::kEpoll) << "without the variable, options decide";
+  }
+}
+
+TEST(CreateIoBackendTest, BadEnvironmentValueIsAnErrorNamingIt) {
+  ScopedBackendEnv env("io_urin");
+  absl::StatusOr<std::unique_ptr<IoBackend>> backend = CreateIoBackend(IoOptions{});
+  EXPECT_EQ(backend.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(backend.status().message()), HasSubstr("io_urin"));
+}
+
+TEST(CreateIoBackendTest, AutoPrefersIoUring) {
+  ScopedBackendEnv env(nullptr);
+  absl::StatusOr<std::unique_ptr<IoBackend>> backend = CreateIoBackend(IoOptions{});
+  ASSERT_TRUE(backend.ok()) << backend.status();
+  EXPECT_EQ((*backend)->kind(), UringAvailable() ? IoKind::kUring : IoKind::kEpoll);
+}
+
+TEST(CreateIoBackendTest, RejectsAnUnsetAddressAndEmptyBufferRing) {
+  ScopedBackendEnv env(nullptr);
+  IoOptions options;
+  options.bind_address = Address();
+  EXPECT_EQ(CreateIoBackend(options).status().code(), absl::StatusCode::kInvalidArgument);
+  options = IoOptions{};
+  options.recv_buffer_count = 0;
+  EXPECT_EQ(CreateIoBackend(options).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(CreateIoBackendTest, KindNames) {
+  EXPECT_STREQ(IoKindName(IoKind::kAuto), "auto");
+  EXPECT_STREQ(IoKindName(IoKind::kUring), "uring");
+  EXPECT_STREQ(IoKindName(IoKind::kEpoll), "epoll");
+}
+
+}  // namespace
+}  // namespace homarpc::transport

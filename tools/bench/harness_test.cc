@@ -1,0 +1,106 @@
+// Tests for tools/bench/harness.cc: RunPoint() with fake systems that need no sockets, so each
+// step of the fork/pipe protocol (port announcement, client samples, server extras, errors
+// from either side) is checked on its own.
+#include "tools/bench/harness.h"
+
+#include <thread>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace homarpc::bench {
+namespace {
+
+using ::testing::HasSubstr;
+
+constexpr uint16_t kFakePort = 4242;
+
+// Serves nothing: announces a made-up port and waits for the stop flag.
+absl::Status ServeUntilStopped(ServerEnv& env) {
+  env.Ready(kFakePort);
+  env.AddExtra(Extra::Int("server_counter", 7));
+  while (!env.ShouldStop()) std::this_thread::yield();
+  return absl::OkStatus();
+}
+
+class FakeSystem : public System {
+ public:
+  enum class Fault { kNone, kServeFailsBeforeReady, kServeNeverReady, kClientFails };
+  explicit FakeSystem(Fault fault) : fault_(fault) {}
+
+  std::string name() const override { return "fake"; }
+  bool is_floor() const override { return false; }
+  absl::Status Serve(const Point& point, ServerEnv& env) const override {
+    if (fault_ == Fault::kServeFailsBeforeReady) return absl::UnavailableError("no socket");
+    if (fault_ == Fault::kServeNeverReady) return absl::OkStatus();
+    return ServeUntilStopped(env);
+  }
+  absl::StatusOr<ClientSamples> RunClient(const Point& point, uint16_t server_port) const override {
+    if (fault_ == Fault::kClientFails) return absl::InvalidArgumentError("client gave up");
+    if (server_port != kFakePort) return absl::InternalError("wrong port");
+    ClientSamples samples;
+    samples.latencies_ns = {3000, 1000, 2000};
+    samples.payload_bytes = 3 * (point.request_bytes + point.response_bytes);
+    samples.elapsed_ns = 1'000'000;
+    samples.extras.push_back(Extra::Int("client_counter", 5));
+    return samples;
+  }
+
+ private:
+  const Fault fault_;
+};
+
+Point SmallPoint() {
+  Point point;
+  point.scenario = "transport-echo";
+  point.size = 100;
+  point.request_bytes = 100;
+  point.response_bytes = 100;
+  point.iterations = 3;
+  point.duration_ns = 1'000'000'000;
+  return point;
+}
+
+TEST(Harness, ClientSamplesTravelBackThroughThePipe) {
+  // Expect: the client saw the server's announced port, its 3 samples arrive sorted into
+  // percentiles, and both sides' extras plus peak RSS are attached.
+  absl::StatusOr<Result> result = RunPoint(FakeSystem(FakeSystem::Fault::kNone), SmallPoint());
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_EQ(result->system, "fake");
+  EXPECT_EQ(result->samples, 3u);
+  EXPECT_DOUBLE_EQ(result->p50_us, 2.0);
+  EXPECT_DOUBLE_EQ(result->p999_us, 3.0);
+  EXPECT_DOUBLE_EQ(result->rps, 3000);             // 3 RPCs in 1 ms
+  EXPECT_DOUBLE_EQ(result->goodput_gbps, 0.0048);  // 600 bytes * 8 / 1e6 ns
+  ASSERT_NE(result->FindExtra("client_counter"), nullptr);
+  ASSERT_NE(result->FindExtra("server_counter"), nullptr);
+  EXPECT_EQ(result->FindExtra("server_counter")->text, "7");
+  ASSERT_NE(result->FindExtra("client_peak_rss_kb"), nullptr);
+  ASSERT_NE(result->FindExtra("server_peak_rss_kb"), nullptr);
+  EXPECT_NE(result->FindExtra("server_peak_rss_kb")->text, "0");
+}
+
+TEST(Harness, ServerErrorBeforeReadyFailsThePoint) {
+  absl::StatusOr<Result> result =
+      RunPoint(FakeSystem(FakeSystem::Fault::kServeFailsBeforeReady), SmallPoint());
+  EXPECT_EQ(result.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(result.status().message(), HasSubstr("server: no socket"));
+}
+
+TEST(Harness, ServeReturningWithoutReadyIsAnError) {
+  absl::StatusOr<Result> result =
+      RunPoint(FakeSystem(FakeSystem::Fault::kServeNeverReady), SmallPoint());
+  EXPECT_EQ(result.status().code(), absl::StatusCode::kInternal);
+  EXPECT_THAT(result.status().message(), HasSubstr("without calling Ready"));
+}
+
+TEST(Harness, ClientErrorFailsThePointAndStopsTheServer) {
+  // The server is still told to stop and reaped; RunPoint returns the client's error.
+  absl::StatusOr<Result> result =
+      RunPoint(FakeSystem(FakeSystem::Fault::kClientFails), SmallPoint());
+  EXPECT_EQ(result.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(result.status().message(), HasSubstr("client: client gave up"));
+}
+
+}  // namespace
+}  // namespace homarpc::bench

@@ -1,0 +1,230 @@
+// homarpc-bench: side-by-side measurements of homarpc and raw-socket floors, one run at a time.
+//
+// main() parses the flags (every value flag is parsed by parse.h so that any bad value ends
+// the program with one line on stderr and exit status 2), fills the Registry, and runs each
+// point — every (size, concurrency, system) of the chosen scenario — through RunPoint(), which
+// forks a server and a client process per point. Output: a Markdown table (default) or one
+// JSON object per line (--json) on stdout; progress, skips and errors on stderr.
+// Exit status: 0 all points ran, 1 some point failed, 2 bad command line. (Flags absl itself
+// rejects — an unknown flag, --json=maybe — end with absl's own message and status 1.)
+// Single-threaded: RunPoint() forks, so the parent never starts threads.
+#include <sys/utsname.h>
+
+#include <cstdio>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "tools/bench/harness.h"
+#include "tools/bench/homarpc_systems.h"
+#include "tools/bench/parse.h"
+#include "tools/bench/report.h"
+#include "tools/bench/result.h"
+#include "tools/bench/system.h"
+#include "tools/bench/transport_echo.h"
+
+ABSL_FLAG(std::string, scenario, "transport-echo", "Scenario to run (--list shows them).");
+ABSL_FLAG(std::string, systems, "",
+          "Comma list of systems to run; empty = every system of the scenario.");
+ABSL_FLAG(std::string, sizes, "64,1024,16384,65536,1048576,16777216",
+          "Comma list of request sizes in bytes; suffixes K, M, G, KiB, MiB, GiB (binary).");
+ABSL_FLAG(std::string, concurrency, "1", "Comma list of RPCs kept in flight (1..1024).");
+ABSL_FLAG(std::string, iterations, "100000",
+          "Measured RPCs per point, at most (1..10000000); see --duration_ms.");
+ABSL_FLAG(std::string, duration_ms, "1000",
+          "Measuring time per point, at most (1..600000); whichever of this and --iterations "
+          "comes first ends the point.");
+ABSL_FLAG(std::string, warmup, "100", "Unrecorded RPCs before measuring (0..1000000).");
+ABSL_FLAG(bool, json, false, "Write one JSON object per line instead of a Markdown table.");
+ABSL_FLAG(std::string, io_backend, "auto", "homarpc's UDP I/O: auto, uring or epoll.");
+ABSL_FLAG(std::string, spin_us, "50",
+          "homarpc: busy-poll this long before sleeping (0..1000000; 0 = always block).");
+ABSL_FLAG(std::string, mtu, "1500", "homarpc: link MTU to packetise for (576..65536).");
+ABSL_FLAG(bool, list, false, "List scenarios and their systems, then exit.");
+
+namespace homarpc::bench {
+namespace {
+
+// Everything the flags decide, validated.
+struct Options {
+  const Scenario* scenario = nullptr;
+  std::vector<const System*> systems;
+  std::vector<uint64_t> sizes;
+  std::vector<int64_t> concurrencies;
+  uint64_t iterations = 0;
+  int64_t duration_ms = 0;
+  uint64_t warmup = 0;
+  bool json = false;
+  RunSettings settings;
+};
+
+// Prefixes a parse error with its flag's name.
+absl::Status FlagError(absl::string_view flag, const absl::Status& status) {
+  return absl::InvalidArgumentError(absl::StrCat("--", flag, ": ", status.message()));
+}
+
+absl::StatusOr<Options> ParseOptions(const Registry& registry) {
+  Options options;
+  const std::string scenario_name = absl::GetFlag(FLAGS_scenario);
+  options.scenario = registry.Find(scenario_name);
+  if (options.scenario == nullptr) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--scenario: unknown scenario '", scenario_name,
+                     "' (known: ", absl::StrJoin(registry.ScenarioNames(), ", "), ")"));
+  }
+  const std::vector<std::string> names = SplitNames(absl::GetFlag(FLAGS_systems));
+  if (names.empty()) {
+    for (const auto& system : options.scenario->systems) options.systems.push_back(system.get());
+  }
+  for (const std::string& name : names) {
+    const System* system = options.scenario->FindSystem(name);
+    if (system == nullptr) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--systems: unknown system '", name, "' for ", scenario_name,
+                       " (known: ", absl::StrJoin(options.scenario->SystemNames(), ", "), ")"));
+    }
+    options.systems.push_back(system);
+  }
+
+  absl::StatusOr<std::vector<uint64_t>> sizes = ParseByteSizeList(absl::GetFlag(FLAGS_sizes));
+  if (!sizes.ok()) return FlagError("sizes", sizes.status());
+  options.sizes = *sizes;
+  absl::StatusOr<std::vector<int64_t>> concurrencies =
+      ParseBoundedIntList(absl::GetFlag(FLAGS_concurrency), 1, 1024);
+  if (!concurrencies.ok()) return FlagError("concurrency", concurrencies.status());
+  options.concurrencies = *concurrencies;
+
+  absl::StatusOr<int64_t> iterations =
+      ParseBoundedInt(absl::GetFlag(FLAGS_iterations), 1, 10000000);
+  if (!iterations.ok()) return FlagError("iterations", iterations.status());
+  options.iterations = static_cast<uint64_t>(*iterations);
+  absl::StatusOr<int64_t> duration_ms =
+      ParseBoundedInt(absl::GetFlag(FLAGS_duration_ms), 1, 600000);
+  if (!duration_ms.ok()) return FlagError("duration_ms", duration_ms.status());
+  options.duration_ms = *duration_ms;
+  absl::StatusOr<int64_t> warmup = ParseBoundedInt(absl::GetFlag(FLAGS_warmup), 0, 1000000);
+  if (!warmup.ok()) return FlagError("warmup", warmup.status());
+  options.warmup = static_cast<uint64_t>(*warmup);
+
+  options.settings.io_backend = absl::GetFlag(FLAGS_io_backend);
+  if (options.settings.io_backend != "auto" && options.settings.io_backend != "uring" &&
+      options.settings.io_backend != "epoll") {
+    return absl::InvalidArgumentError(absl::StrCat("--io_backend: '", options.settings.io_backend,
+                                                   "' is not one of auto, uring, epoll"));
+  }
+  absl::StatusOr<int64_t> spin_us = ParseBoundedInt(absl::GetFlag(FLAGS_spin_us), 0, 1000000);
+  if (!spin_us.ok()) return FlagError("spin_us", spin_us.status());
+  options.settings.spin_us = *spin_us;
+  absl::StatusOr<int64_t> mtu = ParseBoundedInt(absl::GetFlag(FLAGS_mtu), 576, 65536);
+  if (!mtu.ok()) return FlagError("mtu", mtu.status());
+  options.settings.mtu = *mtu;
+  options.json = absl::GetFlag(FLAGS_json);
+  return options;
+}
+
+std::string SettingsLine(const Options& options) {
+  utsname host{};
+  uname(&host);
+  return absl::StrFormat(
+      "Per point: at most %d RPCs or %d ms after %d warmup RPCs. homarpc: io_backend=%s "
+      "spin_us=%d mtu=%d. Loopback, %d CPUs, %s %s.",
+      options.iterations, options.duration_ms, options.warmup, options.settings.io_backend,
+      options.settings.spin_us, options.settings.mtu, std::thread::hardware_concurrency(),
+      host.sysname, host.release);
+}
+
+void PrintList(const Registry& registry) {
+  for (const std::string& name : registry.ScenarioNames()) {
+    const Scenario* scenario = registry.Find(name);
+    std::printf("%s: %s\n  systems: %s\n", name.c_str(), scenario->description.c_str(),
+                absl::StrJoin(scenario->SystemNames(), ", ").c_str());
+  }
+}
+
+int Run(const Options& options) {
+  std::vector<Result> results;
+  std::vector<PointNote> skipped;
+  std::vector<PointNote> failed;
+  for (uint64_t size : options.sizes) {
+    for (int64_t concurrency : options.concurrencies) {
+      for (const System* system : options.systems) {
+        Point point;
+        point.scenario = options.scenario->name;
+        point.size = size;
+        point.request_bytes = size;
+        point.response_bytes = options.scenario->response_bytes(size);
+        point.concurrency = concurrency;
+        point.warmup = options.warmup;
+        point.iterations = options.iterations;
+        point.duration_ns = options.duration_ms * 1000000;
+        point.settings = options.settings;
+        const std::string where =
+            absl::StrCat(system->name(), " at ", FormatSize(size), " x", concurrency);
+
+        const std::string skip = system->SkipReason(point);
+        if (!skip.empty()) {
+          skipped.push_back({system->name(), size, concurrency, skip});
+          if (options.json)
+            std::fprintf(stderr, "homarpc-bench: skip %s: %s\n", where.c_str(), skip.c_str());
+          continue;
+        }
+        std::fprintf(stderr, "homarpc-bench: running %s\n", where.c_str());
+        absl::StatusOr<Result> result = RunPoint(*system, point);
+        if (!result.ok()) {
+          const std::string error = result.status().ToString();
+          std::fprintf(stderr, "homarpc-bench: FAILED %s: %s\n", where.c_str(), error.c_str());
+          failed.push_back({system->name(), size, concurrency, error});
+          continue;
+        }
+        if (options.json) {
+          std::printf("%s\n", ToJsonLine(*result).c_str());
+          std::fflush(stdout);
+        }
+        results.push_back(*std::move(result));
+      }
+    }
+  }
+  if (!options.json) {
+    std::printf("%s", MarkdownReport(options.scenario->name, options.scenario->description,
+                                     SettingsLine(options), results, skipped, failed)
+                          .c_str());
+  }
+  return failed.empty() ? 0 : 1;
+}
+
+}  // namespace
+}  // namespace homarpc::bench
+
+int main(int argc, char** argv) {
+  namespace bench = homarpc::bench;
+  absl::SetProgramUsageMessage(
+      "Measures homarpc against raw-socket floors on loopback.\n"
+      "  homarpc-bench [--scenario=transport-echo] [--systems=a,b] [--sizes=64,1M] [--json]\n"
+      "See tools/bench/README.md.");
+  std::vector<char*> positional = absl::ParseCommandLine(argc, argv);
+  if (positional.size() > 1) {
+    std::fprintf(stderr, "homarpc-bench: unexpected argument '%s' (flags only)\n", positional[1]);
+    return 2;
+  }
+  bench::Registry registry;
+  bench::RegisterTransportEcho(registry);
+  bench::RegisterHomarpcSystems(registry);
+  if (absl::GetFlag(FLAGS_list)) {
+    bench::PrintList(registry);
+    return 0;
+  }
+  absl::StatusOr<bench::Options> options = bench::ParseOptions(registry);
+  if (!options.ok()) {
+    std::fprintf(stderr, "homarpc-bench: %s\n", std::string(options.status().message()).c_str());
+    return 2;
+  }
+  return bench::Run(*options);
+}

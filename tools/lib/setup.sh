@@ -1,0 +1,66 @@
+# tools/lib/setup.sh: shared set-up for tools/quickstart.sh and tools/test.sh (sourced, not run).
+#
+# homarpc builds only against Debian 12's packages (nothing is vendored or downloaded at build
+# time), so setting up a machine means installing those packages. homarpc_setup() checks each
+# one with `dpkg -s` and runs apt-get only when something is missing, which keeps a second run
+# fast. As root it installs what is missing; otherwise it names the missing packages and exits 1.
+# HOMARPC_SKIP_SETUP=1 skips the check (for machines that provide the tools some other way).
+#
+# Defines: HOMARPC_ROOT (the repository root), homarpc_setup, homarpc_log, homarpc_die.
+
+HOMARPC_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+
+# What building, testing, fuzzing and benchmarking homarpc needs.
+HOMARPC_PACKAGES=(
+  cmake ninja-build pkg-config g++
+  clang libclang-rt-14-dev  # clang, plus its libFuzzer and sanitizer runtimes
+  llvm                      # llvm-symbolizer, for file:line in sanitizer reports
+  liburing-dev libabsl-dev
+  libprotobuf-dev libprotoc-dev protobuf-compiler
+  libgrpc++-dev protobuf-compiler-grpc
+  libgtest-dev libgmock-dev libbenchmark-dev
+  iproute2 gnuplot-nox      # ip/tc for network experiments; plots in benchmark reports
+)
+
+homarpc_log() { printf '[homarpc] %s\n' "$*" >&2; }
+homarpc_die() { printf '[homarpc] error: %s\n' "$*" >&2; exit 1; }
+
+# Prints the packages of HOMARPC_PACKAGES that are not fully installed, one per line.
+homarpc_missing_packages() {
+  local pkg status
+  for pkg in "${HOMARPC_PACKAGES[@]}"; do
+    # `|| true`: dpkg -s fails for a package it has never heard of.
+    status="$(dpkg -s "$pkg" 2>/dev/null | sed -n 's/^Status: //p' || true)"
+    if [[ "$status" != "install ok installed" ]]; then
+      echo "$pkg"
+    fi
+  done
+}
+
+homarpc_setup() {
+  if [[ "${HOMARPC_SKIP_SETUP:-0}" == 1 ]]; then
+    homarpc_log "HOMARPC_SKIP_SETUP=1: not checking distribution packages"
+    return 0
+  fi
+  if ! command -v dpkg >/dev/null 2>&1 || ! command -v apt-get >/dev/null 2>&1; then
+    homarpc_die "these scripts set up Debian 12 (dpkg/apt-get not found). Install the" \
+      "equivalents of: ${HOMARPC_PACKAGES[*]}; then rerun with HOMARPC_SKIP_SETUP=1."
+  fi
+  local missing
+  mapfile -t missing < <(homarpc_missing_packages)
+  if ((${#missing[@]} == 0)); then
+    return 0
+  fi
+  if [[ "$(id -u)" != 0 ]]; then
+    homarpc_die "missing packages: ${missing[*]}. Install them as root" \
+      "(apt-get install ${missing[*]}) or run this script as root."
+  fi
+  homarpc_log "installing: ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update
+  apt-get install -y --no-install-recommends "${missing[@]}"
+  mapfile -t missing < <(homarpc_missing_packages)
+  if ((${#missing[@]} != 0)); then
+    homarpc_die "apt-get did not install: ${missing[*]}"
+  fi
+}

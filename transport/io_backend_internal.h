@@ -1,0 +1,140 @@
+// io_backend_internal: the pieces both UDP backends share, private to transport/*_backend.cc.
+//
+// Socket setup (OpenUdpSocket), the send planner that turns a Flush()'s queued OutPackets into
+// msghdrs with UDP GSO and priority control messages (SendPlan), the receive-side splitter
+// that turns one kernel buffer (possibly a UDP GRO batch) into datagrams (DeliverReceived), and
+// the loop-thread check (OwnerThread). Implemented in io_backend.cc. Nothing outside the two
+// backends and their tests should include this header.
+//
+// Threading: every type here belongs to one backend and is used on that backend's loop thread.
+#ifndef HOMARPC_TRANSPORT_IO_BACKEND_INTERNAL_H_
+#define HOMARPC_TRANSPORT_IO_BACKEND_INTERNAL_H_
+
+#include <sys/socket.h>
+#include <sys/uio.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "transport/address.h"
+#include "transport/io_backend.h"
+#include "transport/packet_sink.h"
+
+namespace homarpc::transport::io_internal {
+
+// At most this many datagrams go out in one GSO send. The kernel's UDP_MAX_SEGMENTS is 64 on
+// older kernels and 128 on newer ones; 64 is accepted everywhere.
+constexpr uint32_t kMaxGsoSegments = 64;
+// At most this many UDP payload bytes go out in one GSO send: an IPv4 datagram carries at most
+// 65535 - 20 - 8 = 65507 payload bytes and the kernel checks the whole GSO send against it.
+// 65000 leaves room for IP options and extension headers.
+constexpr size_t kMaxGsoBytes = 65000;
+// How long one Flush() may wait, in total, for the socket to become writable again after the
+// kernel said EAGAIN, before it drops what is left (counted in send_errors).
+constexpr int kSendRetryBudgetMillis = 2;
+
+// Checks the option values that do not depend on the kernel. INVALID_ARGUMENT when the bind
+// address is unset or a receive buffer count/size is zero or absurd.
+absl::Status ValidateOptions(const IoOptions& options);
+
+// Creates, configures and binds the UDP socket for `options`: nonblocking, close-on-exec,
+// IPV6_V6ONLY for IPv6, SO_REUSEPORT when asked, socket buffers (forced when permitted),
+// UDP_GRO when enabled. On success returns the fd (the caller owns it) and stores the bound
+// address, with the port the kernel chose, in `*bound`. Errors come from ErrnoToStatus.
+absl::StatusOr<int> OpenUdpSocket(const IoOptions& options, Address* bound);
+
+// SendRetryBudget: bounds the time one Flush() spends waiting, after EAGAIN, for the socket
+// buffer to drain (kSendRetryBudgetMillis in total, counted from the first wait).
+class SendRetryBudget {
+ public:
+  // Waits for `fd` to become writable within what is left of the budget. Returns true when the
+  // caller should retry, false when the budget is spent (the caller drops and counts).
+  bool WaitWritable(int fd);
+
+ private:
+  int64_t deadline_nanos_ = -1;
+};
+
+// SendPlan: the msghdrs for one Flush().
+//
+// Build() groups consecutive packets with the same destination, the same priority and the
+// same size (the last of a group may be shorter) into one message with a UDP_SEGMENT control
+// message and an iovec list alternating header_i, payload_i: the payload is never copied. A
+// packet with priority p != 0 carries an IP_TOS (IPv4) or IPV6_TCLASS (IPv6) control message
+// with p << 5. The packets, their headers and their payloads must stay where they are until
+// Clear(): the msghdrs point into them.
+class SendPlan {
+ public:
+  struct Info {
+    uint32_t first = 0;     // index of the first packet in the Build() span
+    uint32_t count = 0;     // packets (datagrams) in this message
+    uint16_t gso_size = 0;  // segment size when this message carries UDP_SEGMENT, else 0
+  };
+
+  // Prepares the messages for `packets`. `socket_family` picks IP_TOS or IPV6_TCLASS.
+  void Build(absl::Span<const OutPacket> packets, int socket_family, bool use_gso);
+  // Appends one message per packet of GSO message `index` (used when the kernel refuses GSO)
+  // and returns the [begin, end) range of the new messages. Never moves existing messages.
+  std::pair<size_t, size_t> SplitIntoSingles(size_t index);
+  void Clear();
+
+  size_t size() const { return msgs_.size(); }
+  mmsghdr* msgs() { return msgs_.data(); }
+  msghdr* msg(size_t i) { return &msgs_[i].msg_hdr; }
+  const Info& info(size_t i) const { return infos_[i].info; }
+
+ private:
+  // Control space for one UDP_SEGMENT (uint16_t) and one IP_TOS/IPV6_TCLASS (int) message.
+  static constexpr size_t kControlSpace = CMSG_SPACE(sizeof(uint16_t)) + CMSG_SPACE(sizeof(int));
+  struct Entry {
+    Info info;
+    alignas(cmsghdr) unsigned char control[kControlSpace];
+  };
+
+  void Append(uint32_t first, uint32_t count, uint16_t gso_size, size_t iov_index);
+
+  absl::Span<const OutPacket> packets_;
+  int family_ = AF_INET;
+  // Reserved for the worst case in Build() (every packet alone, plus every packet split
+  // again), so pointers handed to the kernel stay valid while messages are appended.
+  std::vector<mmsghdr> msgs_;
+  std::vector<Entry> infos_;
+  std::vector<iovec> iovs_;  // two per packet: header, payload
+};
+
+// Splits one received buffer into datagrams and hands each to `fn`.
+//
+// `data` holds the `copied` bytes the kernel wrote; `full_length` is what the kernel had (more
+// than `copied` when the buffer was too small); `gro_segment` is the UDP_GRO segment size, or
+// 0 when the buffer holds one datagram. Every datagram that lies wholly inside `copied` is
+// delivered; the rest are counted in stats->recv_truncated. Updates datagrams_received and
+// recv_batches. Returns the number delivered.
+int DeliverReceived(const Address& from, const uint8_t* data, size_t copied, size_t full_length,
+                    int gro_segment, IoBackend::RecvFn fn, IoStats* stats);
+
+// OwnerThread: remembers the loop thread of a backend. Claim() is called by the first
+// Poll/Flush/Wait; IsOwner() backs the debug assertions in the other methods.
+class OwnerThread {
+ public:
+  // Returns true the first time (on the thread that becomes the owner).
+  bool Claim() {
+    if (claimed_) return false;
+    claimed_ = true;
+    owner_ = std::this_thread::get_id();
+    return true;
+  }
+  bool IsOwner() const { return !claimed_ || owner_ == std::this_thread::get_id(); }
+
+ private:
+  bool claimed_ = false;
+  std::thread::id owner_;
+};
+
+}  // namespace homarpc::transport::io_internal
+
+#endif  // HOMARPC_TRANSPORT_IO_BACKEND_INTERNAL_H_
