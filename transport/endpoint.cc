@@ -1,6 +1,7 @@
 #include "transport/endpoint.h"
 
 #include <atomic>
+#include <cassert>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -69,7 +70,11 @@ absl::StatusOr<std::unique_ptr<Endpoint>> Endpoint::Create(const EndpointOptions
     return absl::InvalidArgumentError(
         absl::StrCat("num_loops must be in [1, 256], got ", options.num_loops));
   }
+  if (options.inline_loop && options.num_loops != 1) {
+    return absl::InvalidArgumentError("inline_loop requires num_loops == 1");
+  }
   std::unique_ptr<Endpoint> ep(new Endpoint());
+  ep->inline_loop_ = options.inline_loop;
   ep->handler_ = std::move(handler);
   IoOptions io = options.io;
   if (options.num_loops > 1) io.reuse_port = true;
@@ -83,12 +88,29 @@ absl::StatusOr<std::unique_ptr<Endpoint>> Endpoint::Create(const EndpointOptions
     ep->loops_.push_back(std::make_unique<Loop>(static_cast<uint32_t>(i), options.config,
                                                 std::move(*backend), &ep->handler_));
   }
-  for (auto& loop : ep->loops_) loop->Start();
+  if (ep->inline_loop_) {
+    ep->loops_.front()->AdoptCurrentThread();
+  } else {
+    for (auto& loop : ep->loops_) loop->Start();
+  }
   return ep;
 }
 
 Endpoint::~Endpoint() {
+  if (inline_loop_) {
+    loops_.front()->Shutdown();
+    return;
+  }
   for (auto& loop : loops_) loop->Stop();
+}
+
+void Endpoint::Poll(int64_t deadline_nanos, std::function<bool()> until) {
+  Loop* loop = loops_.front().get();
+  assert(inline_loop_ && loop->IsLoopThread());
+  const Clock* clock = MonotonicClock::Get();
+  loop->RunUntil([&] {
+    return (until && until()) || clock->NowNanos() >= deadline_nanos;
+  });
 }
 
 IoKind Endpoint::io_kind() const { return loops_.front()->io().kind(); }
@@ -96,6 +118,11 @@ IoKind Endpoint::io_kind() const { return loops_.front()->io().kind(); }
 uint64_t Endpoint::SendRequest(const Address& dest, Buffer request, ResponseCallback done) {
   const uint64_t token = next_token.fetch_add(1);
   Loop* loop = loops_[token % loops_.size()].get();
+  if (inline_loop_) {
+    assert(loop->IsLoopThread());
+    loop->StartClientRpc(token, dest, std::move(request), std::move(done));
+    return token;
+  }
   // The callback is shared between the posted closure and the failure path below; only one
   // of them runs it.
   auto shared_done = std::make_shared<ResponseCallback>(std::move(done));
@@ -119,6 +146,11 @@ absl::StatusOr<Buffer> Endpoint::Call(const Address& dest, Buffer request) {
     waiter->ready.store(true, std::memory_order_release);
     waiter->notification.Notify();
   });
+  if (inline_loop_) {
+    // This thread is the loop: drive it until the response is in.
+    loops_.front()->RunUntil([&] { return waiter->ready.load(std::memory_order_relaxed); });
+    return std::move(waiter->result);
+  }
   // Spin first (a wake-up costs ~10x a busy round trip), then sleep.
   const int64_t spin = int64_t{loops_.front()->engine().config().poll_usecs} * kNanosPerMicro;
   const int64_t start = MonotonicClock::Get()->NowNanos();
@@ -132,6 +164,10 @@ absl::StatusOr<Buffer> Endpoint::Call(const Address& dest, Buffer request) {
 void Endpoint::Abort(uint64_t id, absl::Status status) {
   Loop* loop = loops_[id % loops_.size()].get();
   if (status.ok()) status = absl::CancelledError("aborted");
+  if (loop->IsLoopThread()) {
+    loop->AbortClientRpc(id, std::move(status));
+    return;
+  }
   loop->Post([loop, id, status = std::move(status)]() mutable {
     loop->AbortClientRpc(id, std::move(status));
   });

@@ -47,6 +47,12 @@ struct EndpointOptions {
   IoOptions io;
   // Loops (threads, sockets) to run; > 1 sets SO_REUSEPORT on every socket.
   int num_loops = 1;
+  // No loop thread: the thread that creates the endpoint owns it and drives its one loop
+  // inside Call() and Poll(); every method (and the destructor) must then be called from that
+  // thread, and callbacks run inside those calls. For single-threaded clients and benchmarks,
+  // as eRPC's threads own their Rpc objects: it saves a thread hand-off per call and a core
+  // that would otherwise spin. Requires num_loops == 1.
+  bool inline_loop = false;
 };
 
 class Endpoint {
@@ -74,6 +80,10 @@ class Endpoint {
   uint64_t SendRequest(const Address& dest, Buffer request, ResponseCallback done);
   // Blocking form: spins, then sleeps, until the response arrives.
   absl::StatusOr<Buffer> Call(const Address& dest, Buffer request);
+  // Inline mode only: runs the loop until `deadline_nanos` (MonotonicClock) or, when
+  // `until` is given, until it returns true. Callbacks fire inside.
+  void Poll(int64_t deadline_nanos, std::function<bool()> until = nullptr);
+
   // Ends a client RPC early: its callback fires with `status`. Thread-safe; unknown or
   // finished ids are ignored.
   void Abort(uint64_t id, absl::Status status);
@@ -90,6 +100,7 @@ class Endpoint {
  private:
   Endpoint() = default;
   RequestHandler handler_;  // shared by the loops; outlives them
+  bool inline_loop_ = false;
   Address local_address_;
   std::vector<std::unique_ptr<Loop>> loops_;
 };

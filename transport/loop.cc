@@ -71,36 +71,52 @@ bool Loop::RunPosted() {
 
 void Loop::Run() {
   thread_id_.store(std::this_thread::get_id());
+  RunUntil([this] { return stop_.load(std::memory_order_relaxed); });
+  Shutdown();
+}
+
+void Loop::RunUntil(absl::FunctionRef<bool()> done) {
   const Clock* clock = MonotonicClock::Get();
   int64_t idle_since = clock->NowNanos();
-  while (!stop_.load(std::memory_order_relaxed)) {
-    bool work = RunPosted();
-    const int received = io_->Poll([this](const Address& from, absl::Span<const uint8_t> bytes) {
-      engine_->HandlePacket(from, bytes);
-    });
-    work |= received > 0;
-    int64_t now = clock->NowNanos();
-    if (now >= engine_->NextTimerNanos()) engine_->OnTimer();
-    io_->Flush();
-    engine_->Reap();
-    if (work) {
+  while (!done()) {
+    const int64_t now = clock->NowNanos();
+    if (RunOnce()) {
       idle_since = now;
       continue;
     }
     if (now - idle_since < spin_nanos_) continue;
     // Sleep until a datagram, a Post() or the next timer.
     sleeping_.store(true);
-    if (posted_count_.load() == 0 && !stop_.load()) {
+    if (posted_count_.load() == 0 && !done()) {
       const int64_t timeout = engine_->NextTimerNanos() - clock->NowNanos();
       io_->Wait(timeout > 0 ? timeout : 0);
     }
     sleeping_.store(false);
     idle_since = clock->NowNanos();
   }
-  // Shutting down, still on the loop thread (io_uring is single-issuer): refuse new posts, run
-  // the ones already queued, and fail whatever is still in flight.
+}
+
+bool Loop::RunOnce() {
+  assert(IsLoopThread());
+  bool work = RunPosted();
+  const int received = io_->Poll([this](const Address& from, absl::Span<const uint8_t> bytes) {
+    engine_->HandlePacket(from, bytes);
+  });
+  work |= received > 0;
+  if (MonotonicClock::Get()->NowNanos() >= engine_->NextTimerNanos()) engine_->OnTimer();
+  io_->Flush();
+  engine_->Reap();
+  return work;
+}
+
+void Loop::AdoptCurrentThread() { thread_id_.store(std::this_thread::get_id()); }
+
+void Loop::Shutdown() {
+  // On the loop's thread (io_uring is single-issuer): refuse new posts, run the ones already
+  // queued, and fail whatever is still in flight.
   {
     absl::MutexLock lock(&mu_);
+    if (!accepting_posts_) return;
     accepting_posts_ = false;
   }
   RunPosted();

@@ -20,6 +20,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/functional/any_invocable.h"
+#include "absl/functional/function_ref.h"
 #include "absl/synchronization/mutex.h"
 #include "transport/endpoint.h"
 #include "transport/engine.h"
@@ -48,6 +49,18 @@ class Loop final : public EngineHandler {
                       Endpoint::ResponseCallback done);
   void AbortClientRpc(uint64_t token, absl::Status status);
   void SendResponse(const ServerRpcHandle& rpc, Buffer response);
+
+  // Inline mode (no loop thread): the calling thread becomes the loop's thread and drives it
+  // with RunOnce()/RunUntil(); it must call Shutdown() before the loop is destroyed.
+  void AdoptCurrentThread();
+  // One iteration: posted closures, received datagrams, due timers, flush, reap. Returns
+  // whether anything happened. Loop thread only.
+  bool RunOnce();
+  // Iterates until `done()` is true, spinning poll_usecs and then sleeping when idle.
+  void RunUntil(absl::FunctionRef<bool()> done);
+  // Refuses further posts, runs queued ones and fails client RPCs still in flight with
+  // CANCELLED. Loop thread only; idempotent. The loop thread calls it when it stops.
+  void Shutdown();
 
   Engine& engine() { return *engine_; }
   IoBackend& io() { return *io_; }

@@ -28,18 +28,21 @@
 //
 // Send. Flush() queues one SENDMSG per SendPlan message (GSO run or datagram) with
 // MSG_DONTWAIT, so a full socket buffer completes with -EAGAIN instead of parking the request
-// on an unbounded internal poll; we then wait for POLLOUT within the SendRetryBudget and
+// on an unbounded internal poll (checked on 6.18: without the flag the SQE stays pending even
+// on an O_NONBLOCK socket); we then wait for POLLOUT within the SendRetryBudget and
 // resubmit. Flush() submits and waits until every send has completed: the kernel copies
 // payload bytes into skbs before completing a UDP send, so the caller may then reuse them,
 // and the msghdrs, iovecs and control messages in plan_ stay alive until then. Receive or
 // notify completions reaped while Flush() waits cannot be delivered there (there is no
 // callback), so they are parked in deferred_ and handled by the next Poll()/Wait().
 //
-// Notify. A plain READ of an eventfd (created blocking: io_uring fails reads of O_NONBLOCK
-// files with -EAGAIN instead of waiting), re-armed after each completion. Its completion ends
-// a Wait(); a completion reaped by Poll() sets notify_pending_, so the next Wait() returns at
-// once. That closes the race "Notify() lands after the loop looked for work but before it
-// waits": Poll() runs in between and must not swallow the wakeup.
+// Notify. A plain READ of an eventfd, re-armed after each completion. The eventfd is created
+// blocking so that the READ waits on every kernel (6.18 arms a poll either way; older kernels
+// may complete reads of O_NONBLOCK files with -EAGAIN); Notify()'s write could block only at a
+// counter of 2^64 - 2. Its completion ends a Wait(); a completion reaped by Poll() sets
+// notify_pending_, so the next Wait() returns at once. That closes the race "Notify() lands
+// after the loop looked for work but before it waits": Poll() runs in between and must not
+// swallow the wakeup.
 //
 // Wait. Returns at once when a completion or notification is already waiting; otherwise
 // io_uring_submit_and_wait_timeout for one CQE (EXT_ARG timeout, no timeout SQE). The CQEs it

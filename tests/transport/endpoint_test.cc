@@ -148,6 +148,32 @@ TEST_P(EndpointTest, Endpoint_Ipv6) {
   EXPECT_EQ(r->size(), 5000u);
 }
 
+TEST_P(EndpointTest, Endpoint_InlineLoopClient) {
+  auto server = EchoServer(Options());
+  EndpointOptions o = Options();
+  o.inline_loop = true;
+  auto client = Endpoint::Create(o);
+  ASSERT_TRUE(client.ok()) << client.status();
+  // Blocking calls drive the loop on this thread.
+  for (size_t size : {size_t{10}, size_t{200000}}) {
+    absl::StatusOr<Buffer> r = (*client)->Call(server->local_address(), Bytes(size));
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ(r->size(), size);
+  }
+  // Asynchronous calls complete inside Poll().
+  int done = 0;
+  for (int i = 0; i < 50; ++i) {
+    (*client)->SendRequest(server->local_address(), Bytes(100),
+                           [&done](absl::StatusOr<Buffer> r) { done += r.ok(); });
+  }
+  (*client)->Poll(MonotonicClock::Get()->NowNanos() + 120 * kNanosPerSecond,
+                  [&done] { return done == 50; });
+  EXPECT_EQ(done, 50);
+  // Inline mode needs exactly one loop.
+  o.num_loops = 2;
+  EXPECT_EQ(Endpoint::Create(o).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
 INSTANTIATE_TEST_SUITE_P(Backends, EndpointTest, ::testing::Values(IoKind::kUring, IoKind::kEpoll),
                          [](const auto& info) { return std::string(IoKindName(info.param)); });
 

@@ -111,7 +111,9 @@ int RunClient(const Address& server) {
   }
   const int count = absl::GetFlag(FLAGS_count);
   if (count < 1) Die("--count must be at least 1");
-  auto ep = Endpoint::Create(OptionsFromFlags());
+  EndpointOptions options = OptionsFromFlags();
+  options.inline_loop = true;  // this thread drives the client's loop: no hand-off per call
+  auto ep = Endpoint::Create(options);
   if (!ep.ok()) Die(absl::StrCat("client: ", ep.status().ToString()));
   std::printf("Homa/UDP echo to %s, backend %s, MTU %d, spin %d us\n\n",
               server.ToString().c_str(), IoKindName((*ep)->io_kind()), absl::GetFlag(FLAGS_mtu),

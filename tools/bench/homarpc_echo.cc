@@ -1,0 +1,146 @@
+#include "tools/bench/homarpc_echo.h"
+
+#include <time.h>
+
+#include <atomic>
+#include <memory>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "transport/clock.h"
+#include "transport/endpoint.h"
+
+namespace homarpc::bench {
+namespace {
+
+using transport::Address;
+using transport::Buffer;
+using transport::Endpoint;
+using transport::EndpointOptions;
+using transport::IncomingRequest;
+using transport::IoKind;
+using transport::MonotonicClock;
+
+absl::StatusOr<EndpointOptions> OptionsFor(const Point& point) {
+  EndpointOptions o;
+  o.config.poll_usecs = static_cast<uint32_t>(point.settings.spin_us);
+  o.config.mtu = static_cast<uint32_t>(point.settings.mtu);
+  o.config.link_mbps = 0;
+  if (point.request_bytes > o.config.max_message_length ||
+      point.response_bytes > o.config.max_message_length) {
+    o.config.max_message_length = static_cast<uint32_t>(
+        std::max(point.request_bytes, point.response_bytes));
+  }
+  const std::string& io = point.settings.io_backend;
+  if (io == "uring") {
+    o.io.kind = IoKind::kUring;
+  } else if (io == "epoll") {
+    o.io.kind = IoKind::kEpoll;
+  } else {
+    o.io.kind = IoKind::kAuto;
+  }
+  o.io.bind_address = Address::Loopback4(0);
+  if (absl::Status s = o.config.Validate(); !s.ok()) return s;
+  return o;
+}
+
+void AddEngineExtras(const Endpoint& ep, absl::string_view side, std::vector<Extra>* extras) {
+  const transport::EngineStats s = ep.stats();
+  const transport::EngineMemory m = ep.memory();
+  extras->push_back(Extra::Int(absl::StrCat(side, "_retransmitted_packets"),
+                               static_cast<int64_t>(s.retransmitted_packets)));
+  extras->push_back(Extra::Int(absl::StrCat(side, "_resends"), static_cast<int64_t>(s.resends_sent)));
+  extras->push_back(Extra::Int(absl::StrCat(side, "_state_bytes_per_client_rpc"),
+                               static_cast<int64_t>(m.bytes_per_client_rpc)));
+  extras->push_back(Extra::Int(absl::StrCat(side, "_state_bytes_per_server_rpc"),
+                               static_cast<int64_t>(m.bytes_per_server_rpc)));
+  extras->push_back(Extra::Int(absl::StrCat(side, "_state_bytes_per_peer"),
+                               static_cast<int64_t>(m.bytes_per_peer)));
+  extras->push_back(Extra::String(absl::StrCat(side, "_io"), transport::IoKindName(ep.io_kind())));
+}
+
+}  // namespace
+
+absl::Status HomarpcEcho::Serve(const Point& point, ServerEnv& env) const {
+  absl::StatusOr<EndpointOptions> options = OptionsFor(point);
+  if (!options.ok()) return options.status();
+  const uint64_t response_bytes = point.response_bytes;
+  auto self = std::make_shared<std::atomic<Endpoint*>>(nullptr);
+  absl::StatusOr<std::unique_ptr<Endpoint>> ep =
+      Endpoint::Create(*options, [self, response_bytes](IncomingRequest r) {
+        Buffer response = r.payload.size() == response_bytes ? std::move(r.payload)
+                                                             : Buffer(response_bytes);
+        self->load()->Reply(r, std::move(response));
+      });
+  if (!ep.ok()) return ep.status();
+  self->store(ep->get());
+  env.Ready((*ep)->local_address().port());
+  // The loop thread does the work; this thread only watches for the stop flag.
+  const timespec pause{0, 2 * 1000 * 1000};
+  while (!env.ShouldStop()) nanosleep(&pause, nullptr);
+  std::vector<Extra> extras;
+  AddEngineExtras(**ep, "server", &extras);
+  for (Extra& e : extras) env.AddExtra(std::move(e));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<ClientSamples> HomarpcEcho::RunClient(const Point& point,
+                                                     uint16_t server_port) const {
+  absl::StatusOr<EndpointOptions> options = OptionsFor(point);
+  if (!options.ok()) return options.status();
+  options->inline_loop = true;
+  absl::StatusOr<std::unique_ptr<Endpoint>> created = Endpoint::Create(*options);
+  if (!created.ok()) return created.status();
+  Endpoint& ep = **created;
+  const Address server = Address::Loopback4(server_port);
+  const transport::Clock* clock = MonotonicClock::Get();
+
+  ClientSamples samples;
+  samples.latencies_ns.reserve(point.iterations);
+  uint64_t completed = 0;   // all RPCs, warm-up included
+  uint64_t in_flight = 0;
+  absl::Status failure;
+  int64_t measure_start = 0;
+  bool measuring = point.warmup == 0;
+  if (measuring) measure_start = clock->NowNanos();
+  bool stop_issuing = false;
+
+  // Each completion records its latency and issues the slot's next RPC.
+  std::function<void()> issue = [&] {
+    const int64_t start = clock->NowNanos();
+    ++in_flight;
+    ep.SendRequest(server, Buffer(point.request_bytes),
+                   [&, start](absl::StatusOr<Buffer> r) {
+                     --in_flight;
+                     const int64_t now = clock->NowNanos();
+                     if (!r.ok()) {
+                       if (failure.ok()) failure = r.status();
+                       stop_issuing = true;
+                       return;
+                     }
+                     ++completed;
+                     if (measuring) {
+                       samples.latencies_ns.push_back(now - start);
+                       samples.payload_bytes += point.request_bytes + r->size();
+                     } else if (completed >= point.warmup) {
+                       measuring = true;
+                       measure_start = now;
+                     }
+                     if (measuring && (samples.latencies_ns.size() >= point.iterations ||
+                                       now - measure_start >= point.duration_ns)) {
+                       stop_issuing = true;
+                     }
+                     if (!stop_issuing) issue();
+                   });
+  };
+  for (int64_t i = 0; i < point.concurrency; ++i) issue();
+  const int64_t deadline = clock->NowNanos() + point.duration_ns + 60 * transport::kNanosPerSecond;
+  ep.Poll(deadline, [&] { return stop_issuing && in_flight == 0; });
+  samples.elapsed_ns = clock->NowNanos() - measure_start;
+  if (!failure.ok()) return failure;
+  if (in_flight != 0) return absl::DeadlineExceededError("RPCs still in flight at the deadline");
+  AddEngineExtras(ep, "client", &samples.extras);
+  return samples;
+}
+
+}  // namespace homarpc::bench
