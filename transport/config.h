@@ -35,6 +35,10 @@ struct Config {
   uint32_t max_incoming = 400000;   // cap on granted-but-unreceived bytes, all messages
   uint32_t window = 0;              // per-message window; 0 = dynamic max_incoming/(active+1)
   uint32_t max_overcommit = 8;      // size of the active (granted) set, at most 8
+  // A grant is sent only once it can raise the offset by this much (or finish the message), so
+  // a receiver sends one GRANT per batch of packets rather than one per packet. 0 = a quarter
+  // of the current window.
+  uint32_t grant_increment = 0;
   uint32_t grant_fifo_fraction = 50;      // per mille of grant bandwidth for the oldest message
   uint32_t fifo_grant_increment = 50000;  // bytes per FIFO grant
 

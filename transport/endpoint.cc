@@ -1,5 +1,6 @@
 #include "transport/endpoint.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cassert>
 #include <thread>
@@ -40,6 +41,7 @@ void Add(EngineStats& sum, const EngineStats& s) {
   sum.peers += s.peers;
   sum.rx_bytes_held += s.rx_bytes_held;
   sum.throttled_rpcs += s.throttled_rpcs;
+  sum.max_grantable_messages = std::max(sum.max_grantable_messages, s.max_grantable_messages);
 }
 
 // Runs `fn` on `loop`'s thread and waits for it (or runs it here when already there or when

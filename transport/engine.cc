@@ -106,7 +106,8 @@ Engine::Impl::Impl(const Config& config, const Clock* clock, PacketSink* sink,
     HOMARPC_LOG(ERROR) << "invalid transport config: " << valid.ToString();
     std::abort();
   }
-  const int64_t now = clock_->NowNanos();
+  now_ = clock_->NowNanos();
+  const int64_t now = now_;
   next_tick_nanos_ = now + int64_t{config_.tick_usecs} * kNanosPerMicro;
   next_peer_gc_nanos_ = now + kNanosPerSecond;
 }
@@ -118,6 +119,7 @@ Engine::Impl::~Impl() = default;
 
 absl::StatusOr<RpcId> Engine::Impl::SendRequest(const Address& dest, Buffer request,
                                                 uint64_t cookie) {
+  now_ = clock_->NowNanos();
   if (!dest.is_set() || dest.is_v6() != ipv6_) {
     return absl::InvalidArgumentError(
         absl::StrCat("destination ", dest.ToString(), " is not an ", ipv6_ ? "IPv6" : "IPv4",
@@ -128,7 +130,7 @@ absl::StatusOr<RpcId> Engine::Impl::SendRequest(const Address& dest, Buffer requ
                                                      " bytes exceeds the maximum message length ",
                                                      config_.max_message_length));
   }
-  const int64_t now = clock_->NowNanos();
+  const int64_t now = now_;
   Peer* peer = peers_.FindOrCreate(dest, now);
   if (peer == nullptr) {
     return absl::ResourceExhaustedError(
@@ -151,6 +153,7 @@ absl::StatusOr<RpcId> Engine::Impl::SendRequest(const Address& dest, Buffer requ
 }
 
 absl::Status Engine::Impl::SendResponse(const ServerRpcHandle& handle, Buffer response) {
+  now_ = clock_->NowNanos();
   auto it = server_rpcs_.find(ServerKey{handle.client, handle.id});
   if (it == server_rpcs_.end()) {
     return absl::NotFoundError(absl::StrCat("no server RPC ", handle.id, " from ",
@@ -183,6 +186,7 @@ absl::Status Engine::Impl::SendResponse(const ServerRpcHandle& handle, Buffer re
 }
 
 void Engine::Impl::AbortClientRpc(RpcId id, absl::Status status) {
+  now_ = clock_->NowNanos();
   auto it = client_rpcs_.find(id);
   if (it == client_rpcs_.end()) return;
   if (status.ok()) status = absl::CancelledError("aborted");
@@ -197,7 +201,7 @@ Rpc* Engine::Impl::NewRpc(bool is_client, uint64_t id, Peer* peer) {
   rpc->is_client = is_client;
   rpc->id = id;
   rpc->peer = peer;
-  rpc->birth_nanos = clock_->NowNanos();
+  rpc->birth_nanos = now_;
   Rpc* raw = rpc.get();
   if (is_client) {
     ++peer->client_rpcs;
@@ -239,11 +243,11 @@ void Engine::Impl::EndRpc(Rpc* rpc) {
     if (delivered) {
       tombstones_.insert(key);
       tombstone_expiry_.emplace_back(
-          clock_->NowNanos() + 2 * int64_t{config_.timeout_ticks} * config_.tick_usecs * 1000,
+          now_ + 2 * int64_t{config_.timeout_ticks} * config_.tick_usecs * 1000,
           key);
     }
   }
-  rpc->peer->last_active_nanos = clock_->NowNanos();
+  rpc->peer->last_active_nanos = now_;
   dead_.push_back(std::move(owned));
 }
 
@@ -290,6 +294,7 @@ Rpc* Engine::Impl::FindRpc(const Address& from, uint64_t sender_id) {
 // Packet input.
 
 void Engine::Impl::HandlePacket(const Address& from, absl::Span<const uint8_t> bytes) {
+  now_ = clock_->NowNanos();
   wire::Packet p;
   wire::DecodeError err = wire::Decode(bytes, &p);
   if (err != wire::DecodeError::kOk) {
@@ -395,7 +400,7 @@ Rpc* Engine::Impl::ServerRpcForData(const Address& from, const wire::Packet& p) 
     return nullptr;
   }
   const uint32_t len = p.data.message_length;
-  const int64_t now = clock_->NowNanos();
+  const int64_t now = now_;
   auto refuse = [&](wire::RefuseReason reason) -> Rpc* {
     ++stats_.refused_messages;
     SendRefused(from, key.id, reason);
@@ -424,7 +429,7 @@ void Engine::Impl::ReceiveData(Rpc* rpc, const wire::Packet& p) {
     return;
   }
   rpc->silent_ticks = 0;
-  rpc->peer->last_active_nanos = clock_->NowNanos();
+  rpc->peer->last_active_nanos = now_;
   MaybeSendCutoffs(rpc->peer, p.data.cutoff_version);
   const uint32_t size = static_cast<uint32_t>(p.payload.size());
   const uint32_t fresh = in.Receive(p.data.offset, p.payload);
@@ -438,6 +443,8 @@ void Engine::Impl::ReceiveData(Rpc* rpc, const wire::Packet& p) {
     return;
   }
   grants_.Update(rpc);
+  stats_.max_grantable_messages =
+      std::max<uint64_t>(stats_.max_grantable_messages, grants_.grantable_count());
   ScheduleGrants();
 }
 

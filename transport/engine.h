@@ -82,6 +82,7 @@ struct EngineStats {
   uint64_t peers = 0;
   uint64_t rx_bytes_held = 0;             // buffers of partially received messages
   uint64_t throttled_rpcs = 0;            // waiting for the pacer
+  uint64_t max_grantable_messages = 0;    // high-water mark of messages awaiting grants
 };
 
 // Bytes of protocol state, from the engine's own accounting (for the benchmark's memory

@@ -120,6 +120,10 @@ class Engine::Impl {
   std::deque<std::pair<int64_t, ServerKey>> tombstone_expiry_;
   std::vector<std::unique_ptr<Rpc>> dead_;
   std::vector<Peer*> peers_with_acks_;
+  // The clock, read once per entry into the engine (HandlePacket, OnTimer and the application
+  // calls): one read per packet instead of one per decision. Stale by at most the duration of
+  // one entry, including handler callbacks that run inside it.
+  int64_t now_ = 0;
   int64_t next_tick_nanos_;
   int64_t next_peer_gc_nanos_;
   bool in_pump_ = false;

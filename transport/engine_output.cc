@@ -22,7 +22,7 @@ constexpr uint32_t kBurstBytes = 64000;
 void Engine::Impl::Pump() {
   if (in_pump_) return;
   in_pump_ = true;
-  const int64_t now = clock_->NowNanos();
+  const int64_t now = now_;
   while (Rpc* rpc = pacer_.Pick()) {
     if (!pacer_.MaySend(now, rpc->out.remaining())) break;
     const uint32_t before = rpc->out.next_xmit;
@@ -36,7 +36,7 @@ void Engine::Impl::Pump() {
 
 uint32_t Engine::Impl::TransmitFrom(Rpc* rpc, uint32_t max_bytes) {
   OutMessage& out = rpc->out;
-  const int64_t now = clock_->NowNanos();
+  const int64_t now = now_;
   if (out.NeedsEmptyPacket()) {
     SendDataPacket(rpc, 0, 0, /*retransmit=*/false, UnschedPriorityFor(rpc->peer, 0));
     out.sent_empty = true;
@@ -81,7 +81,7 @@ void Engine::Impl::SendDataPacket(Rpc* rpc, uint32_t offset, uint32_t len, bool 
   op.header_len = static_cast<uint8_t>(wire::EncodeHeader(p, op.header));
   op.payload = absl::Span<const uint8_t>(out.bytes.data() + offset, len);
   sink_->Send(op);
-  pacer_.OnTransmit(clock_->NowNanos(), len, op.header_len);
+  pacer_.OnTransmit(now_, len, op.header_len);
   ++stats_.packets_sent[static_cast<uint8_t>(wire::PacketType::kData)];
   stats_.data_bytes_sent += len;
 }
@@ -94,7 +94,7 @@ void Engine::Impl::SendControl(const Address& to, wire::Packet& p) {
   op.priority = Prio(top_prio_);
   op.header_len = static_cast<uint8_t>(wire::EncodeHeader(p, op.header));
   sink_->Send(op);
-  pacer_.OnTransmit(clock_->NowNanos(), 0, op.header_len);
+  pacer_.OnTransmit(now_, 0, op.header_len);
   ++stats_.packets_sent[static_cast<uint8_t>(p.type)];
 }
 
@@ -161,7 +161,7 @@ void Engine::Impl::SendAcks(Peer* peer, uint64_t header_id) {
 
 void Engine::Impl::MaybeSendCutoffs(Peer* peer, uint16_t their_version) {
   if (their_version == cutoff_version_ || !config_.use_priorities) return;
-  const int64_t now = clock_->NowNanos();
+  const int64_t now = now_;
   const int64_t tick = int64_t{config_.tick_usecs} * kNanosPerMicro;
   if (peer->cutoffs_sent_nanos != INT64_MIN && now - peer->cutoffs_sent_nanos < tick) return;
   peer->cutoffs_sent_nanos = now;

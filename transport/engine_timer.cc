@@ -18,7 +18,8 @@
 namespace homarpc::transport {
 
 void Engine::Impl::OnTimer() {
-  const int64_t now = clock_->NowNanos();
+  now_ = clock_->NowNanos();
+  const int64_t now = now_;
   if (now >= next_tick_nanos_) {
     const int64_t tick = int64_t{config_.tick_usecs} * kNanosPerMicro;
     next_tick_nanos_ += tick;
@@ -39,7 +40,7 @@ int64_t Engine::Impl::NextTimerNanos() const {
 }
 
 void Engine::Impl::Tick() {
-  const int64_t now = clock_->NowNanos();
+  const int64_t now = now_;
   // Acks that found no DATA packet to ride on go out explicitly, so servers need not ask.
   for (Peer* peer : peers_with_acks_) {
     while (!peer->pending_acks.empty()) SendAcks(peer, 0);

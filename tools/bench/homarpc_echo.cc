@@ -50,6 +50,8 @@ void AddEngineExtras(const Endpoint& ep, absl::string_view side, std::vector<Ext
   extras->push_back(Extra::Int(absl::StrCat(side, "_retransmitted_packets"),
                                static_cast<int64_t>(s.retransmitted_packets)));
   extras->push_back(Extra::Int(absl::StrCat(side, "_resends"), static_cast<int64_t>(s.resends_sent)));
+  extras->push_back(Extra::Int(absl::StrCat(side, "_max_grantable"),
+                               static_cast<int64_t>(s.max_grantable_messages)));
   extras->push_back(Extra::Int(absl::StrCat(side, "_state_bytes_per_client_rpc"),
                                static_cast<int64_t>(m.bytes_per_client_rpc)));
   extras->push_back(Extra::Int(absl::StrCat(side, "_state_bytes_per_server_rpc"),
@@ -57,6 +59,14 @@ void AddEngineExtras(const Endpoint& ep, absl::string_view side, std::vector<Ext
   extras->push_back(Extra::Int(absl::StrCat(side, "_state_bytes_per_peer"),
                                static_cast<int64_t>(m.bytes_per_peer)));
   extras->push_back(Extra::String(absl::StrCat(side, "_io"), transport::IoKindName(ep.io_kind())));
+  const transport::IoStats io = ep.io_stats();
+  extras->push_back(Extra::Int(absl::StrCat(side, "_send_errors"), static_cast<int64_t>(io.send_errors)));
+  extras->push_back(Extra::Int(absl::StrCat(side, "_recv_no_buffers"),
+                               static_cast<int64_t>(io.recv_no_buffers)));
+  extras->push_back(Extra::Int(absl::StrCat(side, "_datagrams_per_send_call"),
+                               static_cast<int64_t>(io.send_calls ? io.datagrams_sent / io.send_calls : 0)));
+  extras->push_back(Extra::Int(absl::StrCat(side, "_datagrams_per_recv_batch"),
+                               static_cast<int64_t>(io.recv_batches ? io.datagrams_received / io.recv_batches : 0)));
 }
 
 }  // namespace

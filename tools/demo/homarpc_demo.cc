@@ -6,6 +6,7 @@
 //   homarpc-demo --role=server --port=5000
 //   homarpc-demo --role=client --server=127.0.0.1:5000 --sizes=64,1M
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -154,6 +155,9 @@ int RunBoth() {
   pid_t child = fork();
   if (child < 0) Die("fork failed");
   if (child == 0) {
+    // The server goes when the client does, even if the client is killed.
+    prctl(PR_SET_PDEATHSIG, SIGTERM);
+    if (getppid() == 1) _exit(0);
     close(fds[0]);
     return RunServer(fds[1]);
   }
