@@ -58,6 +58,22 @@ TEST_P(EndpointTest, Endpoint_EchoSizesByteExact) {
   EXPECT_EQ(s.requests_delivered, 6u);
 }
 
+TEST_P(EndpointTest, Endpoint_64MiBByteExact) {
+  // The largest message the default config allows, both ways.
+  auto server = EchoServer(Options());
+  auto client = Endpoint::Create(Options());
+  ASSERT_TRUE(client.ok());
+  Buffer req = Bytes(size_t{64} << 20, 9);
+  std::string expect(req.view());
+  absl::StatusOr<Buffer> resp = (*client)->Call(server->local_address(), std::move(req));
+  ASSERT_TRUE(resp.ok()) << resp.status();
+  EXPECT_TRUE(resp->view() == expect);
+  // One byte more is refused before anything is sent.
+  absl::StatusOr<Buffer> too_big =
+      (*client)->Call(server->local_address(), Buffer((size_t{64} << 20) + 1));
+  EXPECT_EQ(too_big.status().code(), absl::StatusCode::kResourceExhausted);
+}
+
 TEST_P(EndpointTest, Endpoint_ManyConcurrentRpcs) {
   auto server = EchoServer(Options());
   auto client = Endpoint::Create(Options());
