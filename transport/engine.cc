@@ -445,7 +445,7 @@ void Engine::Impl::ReceiveData(Rpc* rpc, const wire::Packet& p) {
   grants_.Update(rpc);
   stats_.max_grantable_messages =
       std::max<uint64_t>(stats_.max_grantable_messages, grants_.grantable_count());
-  ScheduleGrants();
+  if (grants_.WorthScheduling(rpc)) ScheduleGrants();
 }
 
 void Engine::Impl::OnMessageComplete(Rpc* rpc) {

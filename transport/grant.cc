@@ -94,7 +94,27 @@ void GrantScheduler::Remove(Rpc* rpc) {
   rpc->counted_incoming = 0;
 }
 
+uint32_t GrantScheduler::WindowFor(size_t active) const {
+  return config_.window ? config_.window
+                        : config_.max_incoming / static_cast<uint32_t>(active + 1);
+}
+
+uint32_t GrantScheduler::Increment(uint32_t window) const {
+  return config_.grant_increment ? config_.grant_increment : window / 4;
+}
+
+bool GrantScheduler::WorthScheduling(const Rpc* rpc) const {
+  if (headroom_blocked_) return true;
+  if (!rpc->grantable) return false;
+  const InMessage& in = rpc->in;
+  const uint32_t window = WindowFor(last_active_);
+  const uint64_t target = std::min<uint64_t>(uint64_t{in.received()} + window, in.length());
+  if (target <= in.granted()) return false;
+  return target == in.length() || target - in.granted() >= Increment(window);
+}
+
 void GrantScheduler::Schedule(EmitGrant emit) {
+  headroom_blocked_ = false;
   if (ranked_.empty()) return;
   // Pick the active set: first the best message of each distinct peer, then fill remaining
   // slots in rank order. `rank` is the position in ranked_ order.
@@ -130,8 +150,8 @@ void GrantScheduler::Schedule(EmitGrant emit) {
   }
 
   const int n = static_cast<int>(active.size());
-  const uint32_t window =
-      config_.window ? config_.window : config_.max_incoming / static_cast<uint32_t>(n + 1);
+  last_active_ = active.size();
+  const uint32_t window = WindowFor(active.size());
   for (int r = 0; r < n; ++r) {
     Rpc* rpc = active[r].rpc;
     InMessage& in = rpc->in;
@@ -139,17 +159,18 @@ void GrantScheduler::Schedule(EmitGrant emit) {
         static_cast<uint32_t>(std::min<uint64_t>(uint64_t{in.received()} + window, in.length()));
     if (target <= in.granted()) continue;
     // Batch grants: wait until this one is worth a packet of its own.
-    const uint32_t increment = config_.grant_increment ? config_.grant_increment : window / 4;
-    if (target < in.length() && target - in.granted() < increment) continue;
+    if (target < in.length() && target - in.granted() < Increment(window)) continue;
     int64_t headroom = static_cast<int64_t>(config_.max_incoming) - total_incoming_;
     uint32_t extra = target - in.granted();
     if (headroom < static_cast<int64_t>(extra)) {
       // Not enough headroom for the whole window. A partial grant is still worth sending if it
       // covers at least a packet (or finishes the message); otherwise this message waits, and
       // so does everyone ranked below it.
-      if (headroom <= 0) break;
       const uint32_t useful = std::min(packet_payload_, extra);
-      if (headroom < static_cast<int64_t>(useful)) break;
+      if (headroom < static_cast<int64_t>(useful)) {
+        headroom_blocked_ = true;
+        break;
+      }
       extra = static_cast<uint32_t>(headroom);
     }
     // Scheduled priority: the best message gets the highest level; with fewer active messages

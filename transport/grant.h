@@ -36,6 +36,11 @@ class GrantScheduler {
   // The message finished or its RPC ended: forget it.
   void Remove(Rpc* rpc);
 
+  // Whether Schedule() could issue a grant now that `rpc` has received more bytes: it is due
+  // a grant of at least the grant increment, or some message is waiting for headroom. Lets the
+  // engine skip Schedule() on most packets of a long message.
+  bool WorthScheduling(const Rpc* rpc) const;
+
   using EmitGrant = absl::FunctionRef<void(Rpc* rpc, uint32_t offset, uint8_t priority)>;
   // Issues the grants the current state allows; raises rpc->in.granted for each.
   void Schedule(EmitGrant emit);
@@ -52,6 +57,8 @@ class GrantScheduler {
   using Key = std::tuple<uint64_t /*unreceived*/, int64_t /*birth*/, uint64_t /*id*/, Rpc*>;
   static Key KeyOf(const Rpc* rpc);
   void Account(Rpc* rpc);
+  uint32_t WindowFor(size_t active) const;
+  uint32_t Increment(uint32_t window) const;
 
   const Config& config_;
   const uint8_t max_sched_prio_;
@@ -59,6 +66,8 @@ class GrantScheduler {
   const int64_t fifo_interval_nanos_;
   int64_t next_fifo_nanos_ = 0;
   int64_t total_incoming_ = 0;
+  size_t last_active_ = 1;         // size of the active set at the last Schedule()
+  bool headroom_blocked_ = false;  // the last Schedule() stopped for lack of headroom
   absl::btree_set<Key> ranked_;
 };
 
