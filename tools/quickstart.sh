@@ -10,6 +10,7 @@
 # on loopback, printing round-trip percentiles and goodput. Only loopback is used.
 set -euo pipefail
 
+# shellcheck source=tools/lib/setup.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib/setup.sh"
 cd "$HOMARPC_ROOT"
 homarpc_setup

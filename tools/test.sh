@@ -3,7 +3,7 @@
 # every test. This is what CI runs (.ci/run).
 #
 #   tools/test.sh              # all tests
-#   tools/test.sh -R engine    # extra arguments go to ctest (-R regex, -L label, -V, ...)
+#   tools/test.sh -R Engine    # extra arguments go to ctest (-R regex, -L label, -V, ...)
 #
 # Installs missing Debian packages first (tools/lib/setup.sh), then configures build-asan/
 # (Debug, clang++ when available so fuzz targets get libFuzzer, else g++), builds it and runs
@@ -11,6 +11,7 @@
 # no test at all fails too.
 set -euo pipefail
 
+# shellcheck source=tools/lib/setup.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib/setup.sh"
 cd "$HOMARPC_ROOT"
 homarpc_setup

@@ -59,6 +59,10 @@ struct Config {
   // many ticks (the Homa module polls forever; we give up, see PROTOCOL.md).
   uint32_t need_ack_give_up_ticks = 1000;
 
+  // Whether this endpoint serves requests. When false, request DATA is answered with REFUSED
+  // (kNotServer) and the client's RPC fails UNAVAILABLE, as if nothing listened there.
+  bool accept_requests = true;
+
   // ---- Resource limits (past a limit new work is refused visibly, see PROTOCOL.md) ----
   uint64_t max_rx_bytes_held = 1ull << 30;  // bytes of partially received messages
   uint32_t max_rpcs_per_peer = 10000;       // live server RPCs from one client address

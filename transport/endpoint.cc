@@ -79,6 +79,9 @@ absl::StatusOr<std::unique_ptr<Endpoint>> Endpoint::Create(const EndpointOptions
   ep->inline_loop_ = options.inline_loop;
   ep->handler_ = std::move(handler);
   IoOptions io = options.io;
+  Config config = options.config;
+  // Without a handler nothing would answer: refuse requests on the wire instead.
+  if (!ep->handler_) config.accept_requests = false;
   if (options.num_loops > 1) io.reuse_port = true;
   for (int i = 0; i < options.num_loops; ++i) {
     absl::StatusOr<std::unique_ptr<IoBackend>> backend = CreateIoBackend(io);
@@ -87,7 +90,7 @@ absl::StatusOr<std::unique_ptr<Endpoint>> Endpoint::Create(const EndpointOptions
       ep->local_address_ = (*backend)->local_address();
       io.bind_address = ep->local_address_;  // later loops share the chosen port
     }
-    ep->loops_.push_back(std::make_unique<Loop>(static_cast<uint32_t>(i), options.config,
+    ep->loops_.push_back(std::make_unique<Loop>(static_cast<uint32_t>(i), config,
                                                 std::move(*backend), &ep->handler_));
   }
   if (ep->inline_loop_) {

@@ -63,8 +63,8 @@ class Endpoint {
   using ResponseCallback = std::function<void(absl::StatusOr<Buffer> response)>;
 
   // Binds the socket(s) and starts the loop thread(s). `handler` may be empty for a
-  // client-only endpoint (requests to it are then refused with UNIMPLEMENTED-like silence:
-  // they are dropped and counted). Errors: INVALID_ARGUMENT (bad config), socket errors.
+  // client-only endpoint: requests to it are then refused on the wire (REFUSED kNotServer) and
+  // their clients see UNAVAILABLE. Errors: INVALID_ARGUMENT (bad config), socket errors.
   static absl::StatusOr<std::unique_ptr<Endpoint>> Create(const EndpointOptions& options,
                                                           RequestHandler handler = nullptr);
   // Stops the loops. Client RPCs still in flight complete with CANCELLED first.

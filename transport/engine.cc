@@ -49,6 +49,8 @@ const char* RefuseReasonText(wire::RefuseReason r) {
       return "receiver has too many RPCs from this client";
     case wire::RefuseReason::kTooManyPeers:
       return "receiver has too many peers";
+    case wire::RefuseReason::kNotServer:
+      return "nothing serves requests at that address";
   }
   return "refused";
 }
@@ -406,6 +408,7 @@ Rpc* Engine::Impl::ServerRpcForData(const Address& from, const wire::Packet& p) 
     SendRefused(from, key.id, reason);
     return nullptr;
   };
+  if (!config_.accept_requests) return refuse(wire::RefuseReason::kNotServer);
   if (len > config_.max_message_length) return refuse(wire::RefuseReason::kMessageTooLong);
   if (stats_.rx_bytes_held + len > config_.max_rx_bytes_held) {
     return refuse(wire::RefuseReason::kNoMemory);
@@ -612,8 +615,11 @@ void Engine::Impl::ProcessAck(const Address& client, uint64_t client_id) {
 
 void Engine::Impl::HandleRefused(Rpc* rpc, const wire::Packet& p) {
   if (rpc->is_client) {
-    FailClientRpc(rpc, absl::ResourceExhaustedError(absl::StrCat(
-                           "server refused the request: ", RefuseReasonText(p.refused.reason))));
+    const std::string why =
+        absl::StrCat("server refused the request: ", RefuseReasonText(p.refused.reason));
+    FailClientRpc(rpc, p.refused.reason == wire::RefuseReason::kNotServer
+                           ? absl::UnavailableError(why)
+                           : absl::ResourceExhaustedError(why));
   } else {
     ++stats_.server_rpcs_abandoned;  // the client will not take our response
     EndRpc(rpc);

@@ -150,12 +150,6 @@ void Loop::SendResponse(const ServerRpcHandle& rpc, Buffer response) {
 }
 
 void Loop::OnRequest(const ServerRpcHandle& rpc, Buffer request) {
-  if (handler_ == nullptr || !*handler_) {
-    // A client-only endpoint: answer with an empty message so the server RPC ends.
-    // TODO(robustness): refuse requests on the wire instead (REFUSED "not a server").
-    SendResponse(rpc, Buffer());
-    return;
-  }
   IncomingRequest in;
   in.peer = rpc.client;
   in.payload = std::move(request);

@@ -111,6 +111,7 @@ bool IsRefuseReason(uint8_t value) {
     case RefuseReason::kNoMemory:
     case RefuseReason::kTooManyRpcs:
     case RefuseReason::kTooManyPeers:
+    case RefuseReason::kNotServer:
       return true;
   }
   return false;

@@ -66,6 +66,7 @@ enum class RefuseReason : uint8_t {
   kNoMemory = 2,        // receiver's max_rx_bytes_held reached
   kTooManyRpcs = 3,     // receiver's max_rpcs_per_peer reached
   kTooManyPeers = 4,    // receiver's max_peers reached
+  kNotServer = 5,       // the receiver serves no requests (a client-only endpoint)
 };
 
 // A decoded packet (or one to encode). Only the fields of `type` are meaningful.

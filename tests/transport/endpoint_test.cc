@@ -112,6 +112,17 @@ TEST_P(EndpointTest, Endpoint_NobodyListeningIsUnavailable) {
   EXPECT_EQ(r.status().code(), absl::StatusCode::kUnavailable) << r.status();
 }
 
+TEST_P(EndpointTest, Endpoint_ClientOnlyEndpointRefusesRequests) {
+  auto client_only = Endpoint::Create(Options());
+  ASSERT_TRUE(client_only.ok());
+  auto caller = Endpoint::Create(Options());
+  ASSERT_TRUE(caller.ok());
+  absl::StatusOr<Buffer> r = (*caller)->Call((*client_only)->local_address(), Bytes(10));
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kUnavailable) << r.status();
+  EXPECT_EQ((*client_only)->stats().server_rpcs, 0u);
+  EXPECT_EQ((*client_only)->stats().refused_messages, 1u);
+}
+
 TEST_P(EndpointTest, Endpoint_AbortCompletesWithStatus) {
   // A server that never answers.
   auto server = Endpoint::Create(Options(), [](IncomingRequest) {});

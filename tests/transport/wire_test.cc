@@ -243,7 +243,8 @@ TEST(Wire, AckWithNoEntriesRoundTrip) {
 
 TEST(Wire, RefusedRoundTripsEveryReason) {
   for (RefuseReason reason : {RefuseReason::kMessageTooLong, RefuseReason::kNoMemory,
-                              RefuseReason::kTooManyRpcs, RefuseReason::kTooManyPeers}) {
+                              RefuseReason::kTooManyRpcs, RefuseReason::kTooManyPeers,
+                              RefuseReason::kNotServer}) {
     Packet sent = SampleRefused();
     sent.refused.reason = reason;
     const Bytes bytes = Encode(sent);
@@ -609,7 +610,7 @@ TEST(Wire, CutoffsVersionZeroIsBadField) {
 }
 
 TEST(Wire, RefusedReasonOutsideEnumIsBadField) {
-  for (uint8_t reason : {0, 5, 0x20, 0xFF}) {
+  for (uint8_t reason : {0, 6, 0x20, 0xFF}) {
     Bytes bytes = Encode(SampleRefused());
     bytes[28] = reason;
     Packet got;

@@ -6,12 +6,16 @@
 #include <memory>
 
 #include "tools/bench/homarpc_echo.h"
+#include "tools/bench/idle_peers.h"
 #include "tools/bench/transport_echo.h"
 
 namespace homarpc::bench {
 
 void RegisterHomarpcSystems(Registry& registry) {
   registry.AddSystem(kTransportEcho, std::make_unique<HomarpcEcho>());
+  // Memory scenarios (idle peers, in-flight RPCs): they exist only for homarpc, so they are
+  // added here with their system rather than in main().
+  RegisterPeerScenarios(registry);
 }
 
 }  // namespace homarpc::bench

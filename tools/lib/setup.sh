@@ -8,6 +8,7 @@
 #
 # Defines: HOMARPC_ROOT (the repository root), homarpc_setup, homarpc_log, homarpc_die.
 
+# shellcheck disable=SC2034  # used by the scripts that source this file
 HOMARPC_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 
 # What building, testing, fuzzing and benchmarking homarpc needs.
