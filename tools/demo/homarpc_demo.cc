@@ -146,6 +146,19 @@ int RunClient(const Address& server) {
                 Percentile(rtts, 0.99), gbps);
     std::fflush(stdout);
   }
+  const EngineStats st = (*ep)->stats();
+  const IoStats io = (*ep)->io_stats();
+  std::printf(
+      "\nclient: %llu DATA packets sent, %llu retransmitted, %llu RESENDs sent, %llu restarts, "
+      "%llu timeouts, %llu datagrams received (%llu per receive batch)\n",
+      static_cast<unsigned long long>(st.packets_sent[static_cast<int>(wire::PacketType::kData)]),
+      static_cast<unsigned long long>(st.retransmitted_packets),
+      static_cast<unsigned long long>(st.resends_sent),
+      static_cast<unsigned long long>(st.restarts),
+      static_cast<unsigned long long>(st.client_timeouts),
+      static_cast<unsigned long long>(io.datagrams_received),
+      static_cast<unsigned long long>(io.recv_batches ? io.datagrams_received / io.recv_batches
+                                                      : 0));
   return 0;
 }
 
