@@ -142,16 +142,21 @@ absl::StatusOr<RpcId> Engine::Impl::SendRequest(const Address& dest, Buffer requ
   next_client_id_ += 2;
   Rpc* rpc = NewRpc(/*is_client=*/true, id, peer);
   rpc->cookie = cookie;
+  StartOutgoing(rpc, std::move(request));
+  return id;
+}
+
+void Engine::Impl::StartOutgoing(Rpc* rpc, Buffer message) {
   rpc->state = RpcState::kOutgoing;
+  rpc->silent_ticks = 0;
   OutMessage& out = rpc->out;
-  out.length = static_cast<uint32_t>(request.size());
-  out.bytes = std::move(request);
+  out.length = static_cast<uint32_t>(message.size());
+  out.bytes = std::move(message);
   out.unscheduled = std::min(out.length, config_.unsched_bytes);
   out.granted = out.unscheduled;
   out.active = true;
   pacer_.Update(rpc);
   Pump();
-  return id;
 }
 
 absl::Status Engine::Impl::SendResponse(const ServerRpcHandle& handle, Buffer response) {
@@ -174,16 +179,7 @@ absl::Status Engine::Impl::SendResponse(const ServerRpcHandle& handle, Buffer re
                                                      " bytes exceeds the maximum message length ",
                                                      config_.max_message_length));
   }
-  rpc->state = RpcState::kOutgoing;
-  rpc->silent_ticks = 0;
-  OutMessage& out = rpc->out;
-  out.length = static_cast<uint32_t>(response.size());
-  out.bytes = std::move(response);
-  out.unscheduled = std::min(out.length, config_.unsched_bytes);
-  out.granted = out.unscheduled;
-  out.active = true;
-  pacer_.Update(rpc);
-  Pump();
+  StartOutgoing(rpc, std::move(response));
   return absl::OkStatus();
 }
 
@@ -539,8 +535,7 @@ void Engine::Impl::HandleResend(const Address& from, Rpc* rpc, const wire::Packe
 void Engine::Impl::HandleRpcUnknown(Rpc* rpc) {
   if (!rpc->is_client) {
     // The client has forgotten this RPC: nobody waits for the response.
-    ++stats_.server_rpcs_abandoned;
-    EndRpc(rpc);
+    AbandonServerRpc(rpc);
     return;
   }
   if (rpc->in.started()) {
@@ -621,8 +616,8 @@ void Engine::Impl::HandleRefused(Rpc* rpc, const wire::Packet& p) {
                            ? absl::UnavailableError(why)
                            : absl::ResourceExhaustedError(why));
   } else {
-    ++stats_.server_rpcs_abandoned;  // the client will not take our response
-    EndRpc(rpc);
+    AbandonServerRpc(rpc);  // the client will not take our response
+
   }
 }
 

@@ -63,10 +63,17 @@ class Engine::Impl {
   // Finds the RPC a non-DATA packet refers to (by the sender's id), or nullptr.
   Rpc* FindRpc(const Address& from, uint64_t sender_id);
   Rpc* NewRpc(bool is_client, uint64_t id, Peer* peer);
+  // Hands `message` to `rpc` as its outgoing request or response and starts sending it.
+  void StartOutgoing(Rpc* rpc, Buffer message);
   // Fails a client RPC (OnResponse with `status`) and ends it.
   void FailClientRpc(Rpc* rpc, absl::Status status);
   // Ends an RPC: takes it out of every table and schedules its memory for Reap().
   void EndRpc(Rpc* rpc);
+  // Ends a server RPC that nobody will complete (client gone, refused, silent), counting it.
+  void AbandonServerRpc(Rpc* rpc) {
+    ++stats_.server_rpcs_abandoned;
+    EndRpc(rpc);
+  }
 
   // ---- engine_output.cc: transmission ----
   // Sends what the pacer allows, SRPT first. Re-entrancy safe (nested calls return at once).

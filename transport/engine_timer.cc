@@ -115,8 +115,7 @@ void Engine::Impl::TickServerRpc(Rpc* rpc) {
       }
       if (++rpc->silent_ticks >= config_.timeout_ticks) {
         // The client vanished mid-request. Nothing was delivered, so dropping is safe.
-        ++stats_.server_rpcs_abandoned;
-        EndRpc(rpc);
+        AbandonServerRpc(rpc);
         return;
       }
       if (ResendDue(config_, rpc->silent_ticks)) SendResendsFor(rpc);
@@ -125,8 +124,7 @@ void Engine::Impl::TickServerRpc(Rpc* rpc) {
       if (rpc->out.FullySent()) {
         ++rpc->unacked_ticks;
         if (rpc->unacked_ticks >= config_.need_ack_give_up_ticks) {
-          ++stats_.server_rpcs_abandoned;
-          EndRpc(rpc);
+          AbandonServerRpc(rpc);
         } else if (rpc->unacked_ticks >= config_.request_ack_ticks) {
           SendSimple(rpc->peer->address, wire::PacketType::kNeedAck, rpc->id);
         }
@@ -138,8 +136,7 @@ void Engine::Impl::TickServerRpc(Rpc* rpc) {
       }
       // Waiting for grants from the client; the client's timer asks for what it misses.
       if (++rpc->silent_ticks >= config_.timeout_ticks) {
-        ++stats_.server_rpcs_abandoned;
-        EndRpc(rpc);
+        AbandonServerRpc(rpc);
       }
       return;
     case RpcState::kDead:
