@@ -36,8 +36,6 @@ uint8_t FirstUnschedLevel(const Config& c) {
   return 1;
 }
 
-// Bound on restarts of one client RPC (PROTOCOL.md, "Answering RPC_UNKNOWN").
-constexpr uint32_t kMaxRestarts = 8;
 
 const char* RefuseReasonText(wire::RefuseReason r) {
   switch (r) {
@@ -546,10 +544,14 @@ void Engine::Impl::HandleRpcUnknown(Rpc* rpc) {
                            " lost the RPC while sending its response")));
     return;
   }
-  if (rpc->restarts >= kMaxRestarts) {
+  // Bound the restarts so an RPC whose DATA never gets through fails about when a silent one
+  // would: one restart per resend_interval for timeout_ticks (PROTOCOL.md, "Answering
+  // RPC_UNKNOWN").
+  const uint32_t max_restarts = std::max(8u, config_.timeout_ticks / config_.resend_interval);
+  if (rpc->restarts >= max_restarts) {
     FailClientRpc(rpc, absl::UnavailableError(absl::StrCat(
                            "server ", rpc->peer->address.ToString(), " does not know the RPC after ",
-                           kMaxRestarts, " restarts")));
+                           max_restarts, " restarts")));
     return;
   }
   // The server has no state for our RPC (every request packet it had was lost): send the

@@ -230,6 +230,43 @@ TEST_F(EngineTest, Engine_AllRequestPacketsLostRestarts) {
   EXPECT_EQ(server->requests.size(), 1u);
 }
 
+TEST_F(EngineTest, Engine_RpcUnknownAfterPartialResponseFails) {
+  // The server answers with a long response; only its first packet reaches the client.
+  server->auto_respond = [](const std::string&) { return Bytes(100000); };
+  auto id = client->engine().SendRequest(server->address(), Bytes(10), 0);
+  ASSERT_TRUE(id.ok());
+  net.Flush(client);
+  ASSERT_FALSE(server->OfType(PacketType::kData).empty());
+  Captured first = server->OfType(PacketType::kData).front();
+  server->outbox.clear();
+  client->engine().HandlePacket(server->address(), first.bytes);
+  // Then the server claims not to know the RPC (it lost its state). Restarting would run the
+  // request twice, so the client must fail instead.
+  wire::Packet unknown;
+  unknown.type = PacketType::kRpcUnknown;
+  unknown.sender_id = *id | 1;
+  uint8_t buf[wire::kMaxHeaderSize];
+  client->engine().HandlePacket(server->address(),
+                                absl::MakeConstSpan(buf, wire::EncodeHeader(unknown, buf)));
+  ASSERT_EQ(client->responses.size(), 1u);
+  EXPECT_EQ(client->responses[0].result.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(client->engine().stats().restarts, 0u);
+}
+
+TEST_F(EngineTest, Engine_RestartsAreBounded) {
+  EchoServer();
+  ASSERT_TRUE(client->engine().SendRequest(server->address(), Bytes(100), 0).ok());
+  // No DATA from the client ever arrives; RESENDs and RPC_UNKNOWNs do.
+  net.Run(int64_t{500} * 1000 * 1000, [this](const Host* from, const Captured& c) {
+    return !(from == client && c.type() == PacketType::kData);
+  });
+  // Expect: max(8, timeout_ticks / resend_interval) = 20 restarts, then UNAVAILABLE.
+  ASSERT_EQ(client->responses.size(), 1u);
+  EXPECT_EQ(client->responses[0].result.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(client->engine().stats().restarts, 20u);
+  EXPECT_TRUE(server->requests.empty());
+}
+
 TEST_F(EngineTest, Engine_BusyServerKeepsClientAlive) {
   // The server takes the request but answers only much later than timeout_ticks.
   ASSERT_TRUE(client->engine().SendRequest(server->address(), Bytes(100), 0).ok());
