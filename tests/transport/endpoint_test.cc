@@ -23,6 +23,9 @@ constexpr absl::Duration kGuard = absl::Seconds(120);
 struct EndpointTest : ::testing::TestWithParam<IoKind> {
   EndpointOptions Options() {
     EndpointOptions o;
+    // A failure guard, not the subject: CI runs two sanitized test binaries at once on two
+    // cores, where a loop can be descheduled for longer than the default 100 ms.
+    o.config.timeout_ticks = 5000;
     o.io.kind = GetParam();
     o.io.bind_address = Address::Loopback4(0);
     return o;
