@@ -10,6 +10,7 @@
 // The walk works on a snapshot of RPC pointers because ending an RPC runs callbacks that may
 // start or end others; ended RPCs stay allocated (dead_) until Reap(), so the snapshot never
 // dangles, and their state is kDead.
+#include <algorithm>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -33,6 +34,12 @@ void Engine::Impl::OnTimer() {
 }
 
 int64_t Engine::Impl::NextTimerNanos() const {
+  // With no RPC, ack or tombstone to look after, ticks have nothing to do until the next peer
+  // collection: an idle endpoint then sleeps instead of waking (and spinning) every tick.
+  if (client_rpcs_.empty() && server_rpcs_.empty() && peers_with_acks_.empty() &&
+      tombstones_.empty()) {
+    return std::max(next_tick_nanos_, next_peer_gc_nanos_);
+  }
   int64_t next = next_tick_nanos_;
   if (!pacer_.empty()) next = std::min(next, pacer_.NextSendNanos(clock_->NowNanos()));
   if (grants_.grantable_count() > 0) next = std::min(next, grants_.next_fifo_nanos());

@@ -94,7 +94,9 @@ constexpr uint16_t kBufferGroup = 0;
 constexpr unsigned kRecvNameSpace = 32;     // >= sizeof(sockaddr_in6), keeps alignment
 constexpr unsigned kRecvControlSpace = 64;  // one UDP_GRO message needs CMSG_SPACE(4) = 24
 constexpr size_t kRecvHeadroom = sizeof(io_uring_recvmsg_out) + kRecvNameSpace + kRecvControlSpace;
-constexpr int kMaxPollRounds = 8;
+// One reap round per Poll(): the loop flushes what a batch produced (GRANTs above all) before
+// it reads the next batch; 8 rounds made 1 MiB one-way transfers ~1.6x slower.
+constexpr int kMaxPollRounds = 1;
 constexpr size_t kReapBatch = 64;
 
 struct Completion {
