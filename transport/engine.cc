@@ -77,6 +77,9 @@ void Engine::HandlePacket(const Address& from, absl::Span<const uint8_t> bytes) 
 void Engine::OnTimer() { impl_->OnTimer(); }
 int64_t Engine::NextTimerNanos() const { return impl_->NextTimerNanos(); }
 void Engine::Reap() { impl_->Reap(); }
+bool Engine::MidTransfer() const {
+  return impl_->sends_in_progress_ > 0 || impl_->grants_.total_incoming() > 0;
+}
 const EngineStats& Engine::stats() const { return impl_->stats_; }
 EngineMemory Engine::memory() const { return impl_->memory(); }
 const Config& Engine::config() const { return impl_->config_; }
@@ -153,6 +156,7 @@ void Engine::Impl::StartOutgoing(Rpc* rpc, Buffer message) {
   out.unscheduled = std::min(out.length, config_.unsched_bytes);
   out.granted = out.unscheduled;
   out.active = true;
+  UpdateSending(rpc);
   pacer_.Update(rpc);
   Pump();
 }
@@ -222,6 +226,7 @@ void Engine::Impl::EndRpc(Rpc* rpc) {
   const bool delivered =
       !rpc->is_client && (rpc->state == RpcState::kInService || rpc->state == RpcState::kOutgoing);
   rpc->state = RpcState::kDead;
+  UpdateSending(rpc);
   std::unique_ptr<Rpc> owned;
   if (rpc->is_client) {
     --rpc->peer->client_rpcs;
@@ -564,6 +569,7 @@ void Engine::Impl::HandleRpcUnknown(Rpc* rpc) {
   rpc->out.next_xmit = 0;
   rpc->out.sent_empty = false;
   rpc->out.granted = std::max(rpc->out.granted, rpc->out.unscheduled);
+  UpdateSending(rpc);
   pacer_.Update(rpc);
 }
 

@@ -132,6 +132,10 @@ class Engine {
   // When OnTimer next has work: the next tick, or sooner when the pacer holds data.
   int64_t NextTimerNanos() const;
 
+  // Whether a message is mid-transfer: one of ours is not fully sent, or bytes we granted (or
+  // a message's unscheduled prefix) are still on their way. The loop spins longer then.
+  bool MidTransfer() const;
+
   // Frees the state of RPCs that ended. Call only after the sink has flushed the packets
   // emitted so far (their payload spans point into these RPCs' buffers).
   void Reap();

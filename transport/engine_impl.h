@@ -67,6 +67,18 @@ class Engine::Impl {
   void StartOutgoing(Rpc* rpc, Buffer message);
   // Fails a client RPC (OnResponse with `status`) and ends it.
   void FailClientRpc(Rpc* rpc, absl::Status status);
+  // Recounts rpc in sends_in_progress_ after its outgoing message or state changed.
+  void UpdateSending(Rpc* rpc) {
+    const bool sending =
+        rpc->state != RpcState::kDead && rpc->out.active && !rpc->out.FullySent();
+    if (sending == rpc->sending) return;
+    rpc->sending = sending;
+    if (sending) {
+      ++sends_in_progress_;
+    } else {
+      --sends_in_progress_;
+    }
+  }
   // Ends an RPC: takes it out of every table and schedules its memory for Reap().
   void EndRpc(Rpc* rpc);
   // Ends a server RPC that nobody will complete (client gone, refused, silent), counting it.
@@ -131,6 +143,7 @@ class Engine::Impl {
   // calls): one read per packet instead of one per decision. Stale by at most the duration of
   // one entry, including handler callbacks that run inside it.
   int64_t now_ = 0;
+  uint32_t sends_in_progress_ = 0;  // RPCs whose outgoing message is not fully sent
   int64_t next_tick_nanos_;
   int64_t next_peer_gc_nanos_;
   bool in_pump_ = false;

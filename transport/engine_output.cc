@@ -40,6 +40,7 @@ uint32_t Engine::Impl::TransmitFrom(Rpc* rpc, uint32_t max_bytes) {
   if (out.NeedsEmptyPacket()) {
     SendDataPacket(rpc, 0, 0, /*retransmit=*/false, UnschedPriorityFor(rpc->peer, 0));
     out.sent_empty = true;
+    UpdateSending(rpc);
     return 0;
   }
   const uint8_t unsched_prio = UnschedPriorityFor(rpc->peer, out.length);
@@ -53,6 +54,7 @@ uint32_t Engine::Impl::TransmitFrom(Rpc* rpc, uint32_t max_bytes) {
     out.next_xmit += len;
     sent += len;
   }
+  UpdateSending(rpc);
   return sent;
 }
 

@@ -13,6 +13,7 @@
 // because the caller needs a handle for Abort() before the loop has created the RPC.
 #include "transport/loop.h"
 
+#include <algorithm>
 #include <cassert>
 
 #include "absl/strings/str_cat.h"
@@ -25,6 +26,10 @@ Loop::Loop(uint32_t index, const Config& config, std::unique_ptr<IoBackend> io,
            const Endpoint::RequestHandler* handler)
     : index_(index),
       spin_nanos_(int64_t{config.poll_usecs} * kNanosPerMicro),
+      busy_spin_nanos_(config.poll_usecs == 0
+                           ? 0
+                           : int64_t{std::max(config.poll_usecs, config.busy_poll_usecs)} *
+                                 kNanosPerMicro),
       io_(std::move(io)),
       handler_(handler) {
   const Address local = io_->local_address();
@@ -84,7 +89,8 @@ void Loop::RunUntil(absl::FunctionRef<bool()> done) {
       idle_since = now;
       continue;
     }
-    if (now - idle_since < spin_nanos_) continue;
+    const int64_t spin = engine_->MidTransfer() ? busy_spin_nanos_ : spin_nanos_;
+    if (now - idle_since < spin) continue;
     // Sleep until a datagram, a Post() or the next timer.
     sleeping_.store(true);
     if (posted_count_.load() == 0 && !done()) {

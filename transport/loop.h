@@ -77,6 +77,7 @@ class Loop final : public EngineHandler {
 
   const uint32_t index_;
   const int64_t spin_nanos_;
+  const int64_t busy_spin_nanos_;  // while the engine is MidTransfer()
   std::unique_ptr<IoBackend> io_;
   std::unique_ptr<Engine> engine_;
   const Endpoint::RequestHandler* handler_;

@@ -36,6 +36,8 @@ struct Rpc {
   // Server: ticks since the whole response was handed to the sink, still unacknowledged.
   uint32_t unacked_ticks = 0;
 
+  // Counted in the engine's sends_in_progress_ (its outgoing message is not fully sent).
+  bool sending = false;
   // Scheduling bookkeeping (owned by Pacer and GrantScheduler respectively).
   bool in_ready_set = false;
   uint64_t ready_key = 0;

@@ -138,6 +138,24 @@ TEST_F(EngineTest, Engine_LargeMessageUnscheduledThenGranted) {
   EXPECT_EQ(client->engine().stats().rx_bytes_held, 0u);
 }
 
+TEST_F(EngineTest, Engine_MidTransferTracksMessagesInFlight) {
+  EchoServer();
+  EXPECT_FALSE(client->engine().MidTransfer());
+  ASSERT_TRUE(client->engine().SendRequest(server->address(), Bytes(200000), 0).ok());
+  // Expect: the client is sending (only the unscheduled prefix went out).
+  EXPECT_TRUE(client->engine().MidTransfer());
+  net.Flush(client);
+  // Expect: the server expects the granted bytes.
+  EXPECT_TRUE(server->engine().MidTransfer());
+  net.Settle();
+  ASSERT_EQ(client->responses.size(), 1u);
+  EXPECT_FALSE(client->engine().MidTransfer());
+  EXPECT_FALSE(server->engine().MidTransfer());
+  // A small request is fully sent at once: nothing in flight from the client's side.
+  ASSERT_TRUE(client->engine().SendRequest(server->address(), Bytes(100), 0).ok());
+  EXPECT_FALSE(client->engine().MidTransfer());
+}
+
 TEST_F(EngineTest, Engine_SrptGrantsShortestRemainingFirst) {
   Host* client2 = net.AddHost("10.0.0.3:40000");
   // Two senders start long messages to the server: 2 MB from client, 500 KB from client2.
