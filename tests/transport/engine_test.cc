@@ -206,6 +206,45 @@ TEST_F(EngineTest, Engine_OvercommitAndMaxIncomingBound) {
   EXPECT_EQ(server->requests.size(), 10u);
 }
 
+struct OneActiveTest : EngineTest {
+  static Config OneActive() {
+    Config c = Unpaced();
+    c.max_overcommit = 1;  // only the best message is granted: the others starve but for FIFO
+    return c;
+  }
+  OneActiveTest() : EngineTest(OneActive()) {}
+};
+
+TEST_F(OneActiveTest, Engine_FifoGrantReachesOldestStarvedMessage) {
+  Host* newer = net.AddHost("10.0.0.3:40000");
+  // The older message is long; a shorter one arrives 10 us later and wins the only slot.
+  ASSERT_TRUE(client->engine().SendRequest(server->address(), Bytes(2 << 20), 0).ok());
+  net.Flush(client);
+  net.clock.Advance(10 * 1000);
+  ASSERT_TRUE(newer->engine().SendRequest(server->address(), Bytes(500000), 0).ok());
+  net.Flush(newer);
+  uint32_t fifo_before = 0;
+  for (const Captured& g : server->OfType(PacketType::kGrant)) {
+    if (g.dest == client->address()) fifo_before = std::max(fifo_before, g.Decoded().grant.offset);
+  }
+  server->outbox.clear();
+  // Expect: within one FIFO interval (320 us at 5% of 25 Gbit/s) the timer grants the older,
+  // starved message fifo_grant_increment more bytes at priority 6.
+  net.clock.Advance(400 * 1000);
+  server->engine().OnTimer();
+  auto grants = server->OfType(PacketType::kGrant);
+  ASSERT_EQ(grants.size(), 1u);
+  EXPECT_EQ(grants[0].dest, client->address());
+  wire::Packet g = grants[0].Decoded();
+  EXPECT_EQ(g.grant.priority, 6);
+  EXPECT_EQ(g.grant.offset, std::max<uint32_t>(fifo_before, 29 * kPayload) + 50000);
+  // And not again before the next interval.
+  server->outbox.clear();
+  net.clock.Advance(100 * 1000);
+  server->engine().OnTimer();
+  EXPECT_TRUE(server->OfType(PacketType::kGrant).empty());
+}
+
 TEST_F(EngineTest, Engine_LostDataPacketIsResent) {
   EchoServer();
   Buffer req = Bytes(10 * kPayload);
