@@ -13,8 +13,6 @@
 namespace homarpc::transport {
 namespace {
 
-std::atomic<uint64_t> next_token{1};
-
 void Add(EngineStats& sum, const EngineStats& s) {
   for (int i = 0; i < 256; ++i) {
     sum.packets_sent[i] += s.packets_sent[i];
@@ -121,7 +119,7 @@ void Endpoint::Poll(int64_t deadline_nanos, std::function<bool()> until) {
 IoKind Endpoint::io_kind() const { return loops_.front()->io().kind(); }
 
 uint64_t Endpoint::SendRequest(const Address& dest, Buffer request, ResponseCallback done) {
-  const uint64_t token = next_token.fetch_add(1);
+  const uint64_t token = next_token_.fetch_add(1);
   Loop* loop = loops_[token % loops_.size()].get();
   if (inline_loop_) {
     assert(loop->IsLoopThread());

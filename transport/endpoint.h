@@ -17,6 +17,7 @@
 #ifndef HOMARPC_TRANSPORT_ENDPOINT_H_
 #define HOMARPC_TRANSPORT_ENDPOINT_H_
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -101,6 +102,8 @@ class Endpoint {
   Endpoint() = default;
   RequestHandler handler_;  // shared by the loops; outlives them
   bool inline_loop_ = false;
+  // Names client RPCs for Abort(); also picks their loop (token % loops).
+  std::atomic<uint64_t> next_token_{1};
   Address local_address_;
   std::vector<std::unique_ptr<Loop>> loops_;
 };

@@ -156,6 +156,9 @@ void Loop::SendResponse(const ServerRpcHandle& rpc, Buffer response) {
 }
 
 void Loop::OnRequest(const ServerRpcHandle& rpc, Buffer request) {
+  // Endpoints without a handler run their engine with accept_requests = false, so requests
+  // are refused on the wire and never reach this point.
+  assert(handler_ != nullptr && *handler_);
   IncomingRequest in;
   in.peer = rpc.client;
   in.payload = std::move(request);
