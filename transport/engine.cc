@@ -375,11 +375,21 @@ void Engine::Impl::HandleData(const Address& from, const wire::Packet& p) {
       // The server answers only after the whole request arrived: stop sending it.
       rpc->state = RpcState::kIncoming;
       pacer_.Remove(rpc);
-      rpc->in.Start(len, std::min(p.data.incoming, len));
+      rpc->in.Start(len, InitialGranted(p));
       stats_.rx_bytes_held += len;
     }
   }
   ReceiveData(rpc, p);
+}
+
+uint32_t Engine::Impl::InitialGranted(const wire::Packet& p) const {
+  // Homa takes the first packet's `incoming` as the bytes already granted. A retransmission
+  // carries the sender's whole grant, which after we dropped our state (a timeout) can be
+  // megabytes beyond this packet: believe at most the unscheduled prefix or this packet's end.
+  // (What lies below it is then a gap, re-requested max_incoming bytes per RESEND round.)
+  const uint32_t shown = p.data.offset + static_cast<uint32_t>(p.payload.size());
+  return std::min({p.data.incoming, p.data.message_length,
+                   std::max(config_.unsched_bytes, shown)});
 }
 
 Rpc* Engine::Impl::ServerRpcForData(const Address& from, const wire::Packet& p) {
@@ -419,7 +429,7 @@ Rpc* Engine::Impl::ServerRpcForData(const Address& from, const wire::Packet& p) 
   }
   Rpc* rpc = NewRpc(/*is_client=*/false, key.id, peer);
   rpc->state = RpcState::kIncoming;
-  rpc->in.Start(len, std::min(p.data.incoming, len));
+  rpc->in.Start(len, InitialGranted(p));
   stats_.rx_bytes_held += len;
   return rpc;
 }

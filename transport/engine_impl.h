@@ -57,6 +57,8 @@ class Engine::Impl {
   Rpc* ServerRpcForData(const Address& from, const wire::Packet& p);
   // Common receive path for both directions once the RPC is known.
   void ReceiveData(Rpc* rpc, const wire::Packet& p);
+  // The granted offset a new incoming message starts with, from its first packet.
+  uint32_t InitialGranted(const wire::Packet& p) const;
   void OnMessageComplete(Rpc* rpc);
   void ProcessAck(const Address& client, uint64_t client_id);
 

@@ -140,8 +140,18 @@ void Engine::Impl::SendResendsFor(Rpc* rpc) {
     resend(0, wire::kResendAll);
     return;
   }
-  for (const ByteRange& gap : in.gaps()) resend(gap.start, gap.size());
-  if (in.recv_end() < in.granted()) resend(in.recv_end(), in.granted() - in.recv_end());
+  // Ask for at most max_incoming bytes per round, lowest offsets first: a receiver that lost
+  // much (an overflowing socket buffer) must not trigger a retransmission storm that overflows
+  // it again. What is not asked for now is asked for next round.
+  uint64_t budget = config_.max_incoming;
+  auto ask = [&](uint32_t start, uint32_t size) {
+    if (budget == 0 || size == 0) return;
+    const uint32_t n = static_cast<uint32_t>(std::min<uint64_t>(size, budget));
+    resend(start, n);
+    budget -= n;
+  };
+  for (const ByteRange& gap : in.gaps()) ask(gap.start, gap.size());
+  if (in.recv_end() < in.granted()) ask(in.recv_end(), in.granted() - in.recv_end());
 }
 
 void Engine::Impl::SendAcks(Peer* peer, uint64_t header_id) {

@@ -5,7 +5,7 @@
 // flood of grantable messages from one peer cannot make every packet expensive.
 //
 // total_incoming is maintained incrementally: each message contributes
-// max(0, granted - received), recorded in rpc->counted_incoming so an update subtracts exactly
+// max(0, granted - recv_end), recorded in rpc->counted_incoming so an update subtracts exactly
 // what was added. Unscheduled bytes count from the moment the first packet reveals them, as in
 // the Homa module (it can overshoot max_incoming briefly; grants then wait).
 //
@@ -51,8 +51,11 @@ GrantScheduler::Key GrantScheduler::KeyOf(const Rpc* rpc) {
 }
 
 void GrantScheduler::Account(Rpc* rpc) {
+  // Bytes in flight towards us: granted beyond the highest byte received. Gaps below it are not
+  // counted: their bytes come back only when our RESENDs ask (max_incoming per round), and a
+  // late retransmission far into a message must not make every other grant wait.
   const InMessage& in = rpc->in;
-  int64_t outstanding = static_cast<int64_t>(in.granted()) - static_cast<int64_t>(in.received());
+  int64_t outstanding = static_cast<int64_t>(in.granted()) - static_cast<int64_t>(in.recv_end());
   if (outstanding < 0) outstanding = 0;
   total_incoming_ += outstanding - rpc->counted_incoming;
   rpc->counted_incoming = outstanding;

@@ -324,6 +324,37 @@ TEST_F(EngineTest, Engine_RestartsAreBounded) {
   EXPECT_TRUE(server->requests.empty());
 }
 
+TEST_F(EngineTest, Engine_LateRetransmissionCannotTriggerAStorm) {
+  // A server that dropped its state (say, a timeout under load) receives a late retransmitted
+  // packet from the middle of a 16 MiB request whose sender had been granted 6 MB.
+  wire::Packet p;
+  p.type = PacketType::kData;
+  p.sender_id = 2;
+  p.data.message_length = 16 << 20;
+  p.data.incoming = 6 << 20;
+  p.data.retransmit = true;
+  p.data.offset = 5 << 20;
+  std::vector<uint8_t> bytes(wire::kDataHeaderSize + kPayload, 7);
+  wire::EncodeHeader(p, bytes.data());
+  server->engine().HandlePacket(client->address(), bytes);
+  ASSERT_EQ(server->engine().stats().server_rpcs, 1u);
+  // Expect: it does not believe the 6 MB grant, and its RESEND rounds ask for at most
+  // max_incoming bytes each, not for everything below the offset.
+  net.clock.Advance(int64_t{6} * 1000 * 1000);
+  server->engine().OnTimer();
+  server->engine().OnTimer();
+  for (int tick = 0; tick < 6; ++tick) {
+    net.clock.Advance(1000 * 1000);
+    server->engine().OnTimer();
+  }
+  uint64_t asked = 0;
+  for (const Captured& c : server->OfType(PacketType::kResend)) asked += c.Decoded().resend.length;
+  EXPECT_GT(asked, 0u);
+  EXPECT_LE(asked, 400000u);
+  EXPECT_EQ(server->CountType(PacketType::kGrant), 0u)
+      << "the grant scheduler must not be confused into granting";
+}
+
 TEST_F(EngineTest, Engine_BusyServerKeepsClientAlive) {
   // The server takes the request but answers only much later than timeout_ticks.
   ASSERT_TRUE(client->engine().SendRequest(server->address(), Bytes(100), 0).ok());
