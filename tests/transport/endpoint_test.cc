@@ -99,6 +99,41 @@ TEST_P(EndpointTest, Endpoint_ManyConcurrentRpcs) {
   EXPECT_EQ(ok, kRpcs);
 }
 
+TEST_P(EndpointTest, Endpoint_ManyPeers) {
+  // 50 client endpoints (50 sockets, so 50 peers to the server), each with 20 RPCs in flight,
+  // all driven from this thread through inline loops.
+  auto server = EchoServer(Options());
+  constexpr int kClients = 50, kPerClient = 20;
+  std::vector<std::unique_ptr<Endpoint>> clients;
+  EndpointOptions o = Options();
+  o.inline_loop = true;
+  o.io.recv_buffer_count = 16;  // keep 50 rings small
+  for (int i = 0; i < kClients; ++i) {
+    auto c = Endpoint::Create(o);
+    ASSERT_TRUE(c.ok()) << c.status();
+    clients.push_back(std::move(*c));
+  }
+  int done = 0, ok = 0;
+  for (int i = 0; i < kClients; ++i) {
+    for (int j = 0; j < kPerClient; ++j) {
+      Buffer req = Bytes(10 + (i * 131 + j * 977) % 6000, static_cast<uint8_t>(i + j));
+      std::string expect(req.view());
+      clients[i]->SendRequest(server->local_address(), std::move(req),
+                              [&, expect](absl::StatusOr<Buffer> r) {
+                                ++done;
+                                if (r.ok() && r->view() == expect) ++ok;
+                              });
+    }
+  }
+  const int64_t guard = MonotonicClock::Get()->NowNanos() + 120 * kNanosPerSecond;
+  while (done < kClients * kPerClient && MonotonicClock::Get()->NowNanos() < guard) {
+    for (auto& c : clients) c->Poll(MonotonicClock::Get()->NowNanos() + 20 * kNanosPerMicro);
+  }
+  EXPECT_EQ(done, kClients * kPerClient);
+  EXPECT_EQ(ok, kClients * kPerClient);
+  EXPECT_EQ(server->stats().requests_delivered, uint64_t{kClients} * kPerClient);
+}
+
 TEST_P(EndpointTest, Endpoint_NobodyListeningIsUnavailable) {
   EndpointOptions o = Options();
   o.config.timeout_ticks = 20;  // 20 ms of silence
