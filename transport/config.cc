@@ -20,6 +20,10 @@ absl::Status Config::Validate() const {
     }
   }
   if (max_overcommit < 1 || max_overcommit > 8) return bad("max_overcommit", "must be in [1, 8]");
+  if (unsched_bytes < 1) return bad("unsched_bytes", "must be at least 1");
+  if (need_ack_give_up_ticks <= request_ack_ticks) {
+    return bad("need_ack_give_up_ticks", "must exceed request_ack_ticks");
+  }
   if (max_incoming < mtu) return bad("max_incoming", "must be at least one packet");
   if (grant_fifo_fraction > 500) return bad("grant_fifo_fraction", "must be at most 500");
   if (pacer_fifo_fraction > 500) return bad("pacer_fifo_fraction", "must be at most 500");

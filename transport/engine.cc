@@ -218,6 +218,7 @@ Rpc* Engine::Impl::NewRpc(bool is_client, uint64_t id, Peer* peer) {
 void Engine::Impl::EndRpc(Rpc* rpc) {
   if (rpc->state == RpcState::kDead) return;
   pacer_.Remove(rpc);
+  const bool held_grants = rpc->grantable || rpc->counted_incoming > 0;
   grants_.Remove(rpc);
   if (rpc->in.started()) {
     stats_.rx_bytes_held -= rpc->in.length();
@@ -250,6 +251,8 @@ void Engine::Impl::EndRpc(Rpc* rpc) {
   }
   rpc->peer->last_active_nanos = now_;
   dead_.push_back(std::move(owned));
+  // Its active slot and headroom may be what other messages wait for.
+  if (held_grants) ScheduleGrants();
 }
 
 void Engine::Impl::FailClientRpc(Rpc* rpc, absl::Status status) {
@@ -372,9 +375,12 @@ void Engine::Impl::HandleData(const Address& from, const wire::Packet& p) {
                                RefuseReasonText(reason))));
         return;
       }
-      // The server answers only after the whole request arrived: stop sending it.
+      // The server answers only after the whole request arrived: stop sending it (a restart
+      // may still have been sending), so nothing waits on request bytes that will never go.
       rpc->state = RpcState::kIncoming;
       pacer_.Remove(rpc);
+      rpc->out.active = false;
+      UpdateSending(rpc);
       rpc->in.Start(len, InitialGranted(p));
       stats_.rx_bytes_held += len;
     }
@@ -535,9 +541,12 @@ void Engine::Impl::HandleResend(const Address& from, Rpc* rpc, const wire::Packe
     SendSimple(from, wire::PacketType::kBusy, rpc->id);
     return;
   }
-  // Retransmit whole packets on the original boundaries.
+  // Retransmit whole packets on the original boundaries, at most max_incoming bytes per
+  // RESEND (an honest receiver never asks for more in one round; a forged RESEND must not turn
+  // us into an amplifier).
   uint32_t offset = start - start % payload_per_packet_;
-  while (offset < sent_end) {
+  const uint64_t limit = uint64_t{offset} + config_.max_incoming;
+  while (offset < sent_end && offset < limit) {
     const uint32_t len = std::min(payload_per_packet_, out.length - offset);
     SendDataPacket(rpc, offset, len, /*retransmit=*/true, prio);
     ++stats_.retransmitted_packets;
@@ -578,7 +587,7 @@ void Engine::Impl::HandleRpcUnknown(Rpc* rpc) {
   rpc->silent_ticks = 0;
   rpc->out.next_xmit = 0;
   rpc->out.sent_empty = false;
-  rpc->out.granted = std::max(rpc->out.granted, rpc->out.unscheduled);
+  rpc->out.granted = rpc->out.unscheduled;  // as if new: the server has no grant to honour
   UpdateSending(rpc);
   pacer_.Update(rpc);
 }

@@ -95,8 +95,18 @@ bool AllGrantedReceived(const InMessage& in) {
 }  // namespace
 
 void Engine::Impl::TickClientRpc(Rpc* rpc) {
-  if (rpc->out.HasSendable() || rpc->out.NeedsEmptyPacket() ||
-      (rpc->state == RpcState::kIncoming && AllGrantedReceived(rpc->in))) {
+  if (rpc->state == RpcState::kIncoming && AllGrantedReceived(rpc->in)) {
+    // Our own scheduler holds this response back (outside the active set, or short of
+    // headroom). The server hears nothing meanwhile and would give up on it, so repeat the
+    // current grant every resend_interval as a keep-alive.
+    rpc->silent_ticks = 0;
+    if (++rpc->waiting_ticks % config_.resend_interval == 0) {
+      SendGrant(rpc, rpc->in.granted(), 0);
+    }
+    return;
+  }
+  rpc->waiting_ticks = 0;
+  if (rpc->out.HasSendable() || rpc->out.NeedsEmptyPacket()) {
     rpc->silent_ticks = 0;
     return;
   }

@@ -44,7 +44,8 @@ GrantScheduler::GrantScheduler(const Config& config, uint8_t max_sched_prio,
     : config_(config),
       max_sched_prio_(max_sched_prio),
       packet_payload_(packet_payload),
-      fifo_interval_nanos_(FifoInterval(config)) {}
+      fifo_interval_nanos_(FifoInterval(config)),
+      next_fifo_nanos_(fifo_interval_nanos_ == INT64_MAX ? INT64_MAX : 0) {}
 
 GrantScheduler::Key GrantScheduler::KeyOf(const Rpc* rpc) {
   return {rpc->grant_key_unreceived, rpc->birth_nanos, rpc->id, const_cast<Rpc*>(rpc)};

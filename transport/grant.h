@@ -64,7 +64,7 @@ class GrantScheduler {
   const uint8_t max_sched_prio_;
   const uint32_t packet_payload_;
   const int64_t fifo_interval_nanos_;
-  int64_t next_fifo_nanos_ = 0;
+  int64_t next_fifo_nanos_;  // INT64_MAX when FIFO grants are off
   int64_t total_incoming_ = 0;
   size_t last_active_ = 1;         // size of the active set at the last Schedule()
   bool headroom_blocked_ = false;  // the last Schedule() stopped for lack of headroom

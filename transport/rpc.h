@@ -31,6 +31,8 @@ struct Rpc {
 
   // Ticks without hearing anything useful from the peer about this RPC.
   uint32_t silent_ticks = 0;
+  // Client: ticks its response has waited on our own grant scheduler (see TickClientRpc).
+  uint32_t waiting_ticks = 0;
   // Client: times the request was sent again from the start after RPC_UNKNOWN.
   uint32_t restarts = 0;
   // Server: ticks since the whole response was handed to the sink, still unacknowledged.

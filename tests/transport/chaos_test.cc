@@ -86,9 +86,15 @@ TEST_P(ChaosTest, Chaos_EveryRpcCompletesExactlyOnce) {
     EXPECT_EQ(cl->engine().stats().rx_bytes_held, 0u);
   }
   const FabricStats& fs = fabric.stats();
-  if (c.drop > 0) EXPECT_GT(fs.dropped_total(), 0u);
-  if (c.duplicate > 0) EXPECT_GT(fs.duplicated, 0u);
-  if (c.reorder > 0) EXPECT_GT(fs.reordered, 0u);
+  if (c.drop > 0) {
+    EXPECT_GT(fs.dropped_total(), 0u);
+  }
+  if (c.duplicate > 0) {
+    EXPECT_GT(fs.duplicated, 0u);
+  }
+  if (c.reorder > 0) {
+    EXPECT_GT(fs.reordered, 0u);
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(

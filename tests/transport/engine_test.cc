@@ -245,6 +245,44 @@ TEST_F(OneActiveTest, Engine_FifoGrantReachesOldestStarvedMessage) {
   EXPECT_TRUE(server->OfType(PacketType::kGrant).empty());
 }
 
+TEST_F(OneActiveTest, Engine_ResponsesWaitingForGrantsAreKeptAlive) {
+  // Four servers answer one client with 4 MB each; the client grants one at a time (and FIFO
+  // grants are off), so the last ones wait far longer than timeout_ticks for their first grant.
+  Config c = OneActive();
+  c.grant_fifo_fraction = 0;
+  Net slow(c);
+  Host* cl = slow.AddHost("10.0.0.1:40000");
+  std::vector<Host*> servers;
+  for (int i = 0; i < 4; ++i) {
+    servers.push_back(slow.AddHost("10.0.2." + std::to_string(i + 1) + ":5000"));
+    servers.back()->auto_respond = [](const std::string&) { return Bytes(4 << 20); };
+    ASSERT_TRUE(cl->engine().SendRequest(servers.back()->address(), Bytes(10), i).ok());
+  }
+  for (int step = 0; step < 5000 && cl->responses.size() < 4; ++step) {
+    slow.clock.Advance(1000 * 1000);
+    for (Host* h : servers) h->engine().OnTimer();
+    cl->engine().OnTimer();
+    // The client's link takes 40 packets per millisecond, served round-robin across senders.
+    for (int budget = 40; budget > 0;) {
+      bool any = false;
+      for (Host* h : servers) {
+        if (h->outbox.empty() || budget == 0) continue;
+        Captured p = std::move(h->outbox.front());
+        h->outbox.pop_front();
+        cl->engine().HandlePacket(h->address(), p.bytes);
+        --budget;
+        any = true;
+      }
+      if (!any) break;
+    }
+    slow.Flush(cl);
+    cl->engine().Reap();
+  }
+  ASSERT_EQ(cl->responses.size(), 4u);
+  for (auto& r : cl->responses) EXPECT_TRUE(r.result.ok()) << r.result.status();
+  for (Host* h : servers) EXPECT_EQ(h->engine().stats().server_rpcs_abandoned, 0u);
+}
+
 TEST_F(EngineTest, Engine_LostDataPacketIsResent) {
   EchoServer();
   Buffer req = Bytes(10 * kPayload);
