@@ -110,10 +110,11 @@ Endpoint::~Endpoint() {
 void Endpoint::Poll(int64_t deadline_nanos, std::function<bool()> until) {
   Loop* loop = loops_.front().get();
   assert(inline_loop_ && loop->IsLoopThread());
+  if (loop->running()) return;  // called from a callback inside Poll()/Call(): see endpoint.h
   const Clock* clock = MonotonicClock::Get();
-  loop->RunUntil([&] {
-    return (until && until()) || clock->NowNanos() >= deadline_nanos;
-  });
+  loop->RunUntil(
+      [&] { return (until && until()) || clock->NowNanos() >= deadline_nanos; },
+      deadline_nanos);
 }
 
 IoKind Endpoint::io_kind() const { return loops_.front()->io().kind(); }
@@ -121,8 +122,9 @@ IoKind Endpoint::io_kind() const { return loops_.front()->io().kind(); }
 uint64_t Endpoint::SendRequest(const Address& dest, Buffer request, ResponseCallback done) {
   const uint64_t token = next_token_.fetch_add(1);
   Loop* loop = loops_[token % loops_.size()].get();
-  if (inline_loop_) {
-    assert(loop->IsLoopThread());
+  if (loop->IsLoopThread()) {
+    // Inline mode, or a callback on this loop's thread: start it now, so that an Abort() that
+    // follows on this thread finds it.
     loop->StartClientRpc(token, dest, std::move(request), std::move(done));
     return token;
   }
@@ -138,6 +140,13 @@ uint64_t Endpoint::SendRequest(const Address& dest, Buffer request, ResponseCall
 }
 
 absl::StatusOr<Buffer> Endpoint::Call(const Address& dest, Buffer request) {
+  // Blocking inside a callback would wait on the very loop that must deliver the answer.
+  for (auto& loop : loops_) {
+    if (loop->IsLoopThread() && (!inline_loop_ || loop->running())) {
+      return absl::FailedPreconditionError(
+          "Endpoint::Call from inside a callback would deadlock; use SendRequest");
+    }
+  }
   struct Waiter {
     std::atomic<bool> ready{false};
     absl::Notification notification;

@@ -79,10 +79,12 @@ class Endpoint {
   // Abort(). Synchronous errors (oversized, bad destination) also go to `done`, on a loop
   // thread, so callers have one path.
   uint64_t SendRequest(const Address& dest, Buffer request, ResponseCallback done);
-  // Blocking form: spins, then sleeps, until the response arrives.
+  // Blocking form: spins, then sleeps, until the response arrives. FAILED_PRECONDITION when
+  // called from a callback running on one of this endpoint's loops (it would wait on itself).
   absl::StatusOr<Buffer> Call(const Address& dest, Buffer request);
   // Inline mode only: runs the loop until `deadline_nanos` (MonotonicClock) or, when
-  // `until` is given, until it returns true. Callbacks fire inside.
+  // `until` is given, until it returns true. Callbacks fire inside; a Poll() from inside one of
+  // them returns at once.
   void Poll(int64_t deadline_nanos, std::function<bool()> until = nullptr);
 
   // Ends a client RPC early: its callback fires with `status`. Thread-safe; unknown or

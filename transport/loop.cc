@@ -80,7 +80,9 @@ void Loop::Run() {
   Shutdown();
 }
 
-void Loop::RunUntil(absl::FunctionRef<bool()> done) {
+void Loop::RunUntil(absl::FunctionRef<bool()> done, int64_t wake_by_nanos) {
+  assert(!running_);  // a callback must not drive the loop it runs on (see endpoint.h)
+  running_ = true;
   const Clock* clock = MonotonicClock::Get();
   int64_t idle_since = clock->NowNanos();
   while (!done()) {
@@ -94,12 +96,14 @@ void Loop::RunUntil(absl::FunctionRef<bool()> done) {
     // Sleep until a datagram, a Post() or the next timer.
     sleeping_.store(true);
     if (posted_count_.load() == 0 && !done()) {
-      const int64_t timeout = engine_->NextTimerNanos() - clock->NowNanos();
+      const int64_t timeout =
+          std::min(engine_->NextTimerNanos(), wake_by_nanos) - clock->NowNanos();
       io_->Wait(timeout > 0 ? timeout : 0);
     }
     sleeping_.store(false);
     idle_since = clock->NowNanos();
   }
+  running_ = false;
 }
 
 bool Loop::RunOnce() {
@@ -125,6 +129,7 @@ void Loop::Shutdown() {
     if (!accepting_posts_) return;
     accepting_posts_ = false;
   }
+  shutting_down_ = true;
   RunPosted();
   FailAllClientRpcs();
   io_->Flush();
@@ -134,6 +139,10 @@ void Loop::Shutdown() {
 void Loop::StartClientRpc(uint64_t token, const Address& dest, Buffer request,
                           Endpoint::ResponseCallback done) {
   assert(IsLoopThread());
+  if (shutting_down_) {
+    done(absl::CancelledError("endpoint shut down"));
+    return;
+  }
   absl::StatusOr<RpcId> id = engine_->SendRequest(dest, std::move(request), token);
   if (!id.ok()) {
     done(id.status());
@@ -176,11 +185,14 @@ void Loop::OnResponse(RpcId id, uint64_t cookie, absl::StatusOr<Buffer> response
 }
 
 void Loop::FailAllClientRpcs() {
-  std::vector<uint64_t> tokens;
-  tokens.reserve(pending_.size());
-  for (auto& [token, pending] : pending_) tokens.push_back(token);
-  for (uint64_t token : tokens) {
-    AbortClientRpc(token, absl::CancelledError("endpoint shut down"));
+  // Callbacks may start new RPCs (they fail at once: shutting_down_), so repeat until empty.
+  while (!pending_.empty()) {
+    std::vector<uint64_t> tokens;
+    tokens.reserve(pending_.size());
+    for (auto& [token, pending] : pending_) tokens.push_back(token);
+    for (uint64_t token : tokens) {
+      AbortClientRpc(token, absl::CancelledError("endpoint shut down"));
+    }
   }
 }
 

@@ -56,8 +56,12 @@ class Loop final : public EngineHandler {
   // One iteration: posted closures, received datagrams, due timers, flush, reap. Returns
   // whether anything happened. Loop thread only.
   bool RunOnce();
-  // Iterates until `done()` is true, spinning poll_usecs and then sleeping when idle.
-  void RunUntil(absl::FunctionRef<bool()> done);
+  // Iterates until `done()` is true, spinning poll_usecs and then sleeping when idle (never
+  // past `wake_by_nanos`, so a caller's deadline is seen). Not re-entrant: a callback running
+  // inside it must not call it again.
+  void RunUntil(absl::FunctionRef<bool()> done, int64_t wake_by_nanos = INT64_MAX);
+  // Whether RunUntil is on the stack (its callbacks are running).
+  bool running() const { return running_; }
   // Refuses further posts, runs queued ones and fails client RPCs still in flight with
   // CANCELLED. Loop thread only; idempotent. The loop thread calls it when it stops.
   void Shutdown();
@@ -88,6 +92,8 @@ class Loop final : public EngineHandler {
   std::atomic<bool> sleeping_{false};
   std::atomic<uint64_t> posted_count_{0};
   bool stopped_ = false;
+  bool running_ = false;        // RunUntil is on the stack (loop thread only)
+  bool shutting_down_ = false;  // Shutdown() began: new client RPCs fail at once
 
   absl::Mutex mu_;
   std::vector<absl::AnyInvocable<void()>> posted_ ABSL_GUARDED_BY(mu_);

@@ -239,6 +239,28 @@ TEST_P(EndpointTest, Endpoint_InlineLoopClient) {
   EXPECT_EQ(Endpoint::Create(o).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
+TEST_P(EndpointTest, Endpoint_CallFromCallbackIsRefused) {
+  auto server = EchoServer(Options());
+  EndpointOptions o = Options();
+  o.inline_loop = true;
+  auto client = Endpoint::Create(o);
+  ASSERT_TRUE(client.ok());
+  Endpoint* ep = client->get();
+  absl::Status inner = absl::OkStatus();
+  bool done = false;
+  ep->SendRequest(server->local_address(), Bytes(10), [&](absl::StatusOr<Buffer> r) {
+    // A blocking call here would wait on the loop that is running this callback.
+    inner = ep->Call(server->local_address(), Bytes(10)).status();
+    // And an abort right after a send on the loop's thread finds the new RPC.
+    uint64_t id = ep->SendRequest(server->local_address(), Bytes(10),
+                                  [&](absl::StatusOr<Buffer> r2) { done = true; });
+    ep->Abort(id, absl::CancelledError("changed my mind"));
+  });
+  ep->Poll(MonotonicClock::Get()->NowNanos() + 60 * kNanosPerSecond, [&] { return done; });
+  EXPECT_EQ(inner.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(done);
+}
+
 INSTANTIATE_TEST_SUITE_P(Backends, EndpointTest, ::testing::Values(IoKind::kUring, IoKind::kEpoll),
                          [](const auto& info) { return std::string(IoKindName(info.param)); });
 
