@@ -18,6 +18,13 @@ void InMessage::Start(uint32_t length, uint32_t initial_granted) {
 uint32_t InMessage::Receive(uint32_t offset, absl::Span<const uint8_t> data) {
   const uint32_t start = offset;
   const uint32_t end = offset + static_cast<uint32_t>(data.size());
+  if (gaps_.size() >= kMaxGaps) {
+    // Only packets that cannot add a gap: ones that start at a gap's start or at recv_end_.
+    const bool at_gap_start =
+        start == recv_end_ ||
+        std::any_of(gaps_.begin(), gaps_.end(), [start](const ByteRange& g) { return g.start == start; });
+    if (!at_gap_start) return 0;
+  }
   uint32_t fresh = 0;
   auto copy = [&](uint32_t from, uint32_t to) {
     if (to <= from) return;

@@ -56,8 +56,11 @@ class InMessage {
   absl::Span<const ByteRange> gaps() const { return gaps_; }
 
   // Copies the parts of [offset, offset+data.size()) not yet received into the buffer.
-  // Returns the number of new bytes. The caller has checked offset+size <= length.
+  // Returns the number of new bytes. The caller has checked offset+size <= length. A packet
+  // that would take the gap list past kMaxGaps is dropped whole (returns 0): a hostile sender
+  // must not make every later packet walk an ever longer list.
   uint32_t Receive(uint32_t offset, absl::Span<const uint8_t> data);
+  static constexpr size_t kMaxGaps = 1024;
 
   // Hands the buffer over (after complete()). The message becomes empty.
   Buffer Release();
