@@ -129,7 +129,8 @@ class Engine {
   // Runs the timers and the pacer. Call whenever the clock reaches NextTimerNanos(); extra
   // calls are harmless.
   void OnTimer();
-  // When OnTimer next has work: the next tick, or sooner when the pacer holds data.
+  // When OnTimer next has work: the next tick, or sooner when the pacer holds data. A time in
+  // the past means "now".
   int64_t NextTimerNanos() const;
 
   // Whether a message is mid-transfer: one of ours is not fully sent, or bytes we granted (or

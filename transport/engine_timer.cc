@@ -41,7 +41,7 @@ int64_t Engine::Impl::NextTimerNanos() const {
     return std::max(next_tick_nanos_, next_peer_gc_nanos_);
   }
   int64_t next = next_tick_nanos_;
-  if (!pacer_.empty()) next = std::min(next, pacer_.NextSendNanos(clock_->NowNanos()));
+  if (!pacer_.empty()) next = std::min(next, pacer_.NextSendNanos());
   if (grants_.grantable_count() > 0) next = std::min(next, grants_.next_fifo_nanos());
   return next;
 }

@@ -93,6 +93,10 @@ void Loop::RunUntil(absl::FunctionRef<bool()> done, int64_t wake_by_nanos) {
     }
     const int64_t spin = engine_->MidTransfer() ? busy_spin_nanos_ : spin_nanos_;
     if (now - idle_since < spin) continue;
+    // A timer due within the spin time (the pacer releasing the next packets, typically) is
+    // waited for by spinning: a sleep that short costs a wake-up, or a whole millisecond where
+    // the kernel's timeout granularity is coarse.
+    if (spin > 0 && engine_->NextTimerNanos() - now <= spin) continue;
     // Sleep until a datagram, a Post() or the next timer.
     sleeping_.store(true);
     if (posted_count_.load() == 0 && !done()) {

@@ -58,9 +58,12 @@ void Pacer::OnTransmit(int64_t now_nanos, uint32_t payload_bytes, uint32_t heade
       std::max(link_idle_nanos_, now_nanos) + static_cast<int64_t>(bytes * nanos_per_byte_);
 }
 
-int64_t Pacer::NextSendNanos(int64_t now_nanos) const {
-  if (config_.link_mbps == 0) return now_nanos;
-  return std::max(now_nanos, link_idle_nanos_ - max_backlog_nanos_);
+int64_t Pacer::NextSendNanos() const {
+  // May be in the past, meaning "now". Never clamp to a fresh clock reading: the caller
+  // compares against its own, earlier reading, and "now" read later always looks future
+  // (that bug held paced transfers to one burst per 1 ms tick).
+  if (config_.link_mbps == 0) return INT64_MIN;
+  return link_idle_nanos_ - max_backlog_nanos_;
 }
 
 }  // namespace homarpc::transport

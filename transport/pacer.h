@@ -39,8 +39,8 @@ class Pacer {
   bool MaySend(int64_t now_nanos, uint32_t remaining) const;
   // Records that `payload_bytes` of payload (+ headers) were handed to the kernel at `now`.
   void OnTransmit(int64_t now_nanos, uint32_t payload_bytes, uint32_t header_bytes);
-  // When MaySend will next be true for a paced message (now if already).
-  int64_t NextSendNanos(int64_t now_nanos) const;
+  // When MaySend will next be true for a paced message; a time in the past means now.
+  int64_t NextSendNanos() const;
 
  private:
   using Key = std::pair<uint64_t /*remaining*/, uint64_t /*id*/>;

@@ -577,5 +577,30 @@ TEST(EnginePacer, Engine_PacerHoldsBackLongMessage) {
   EXPECT_EQ(client.outbox.size(), 30u);
 }
 
+// A clock that moves forward a little at every reading, as a real one does.
+class CreepingClock final : public Clock {
+ public:
+  int64_t NowNanos() const override { return now_ += 10; }
+  void Advance(int64_t nanos) { now_ += nanos; }
+
+ private:
+  mutable int64_t now_ = 1'000'000'000;
+};
+
+TEST(EnginePacer, Engine_PacedDataIsDueNotAlwaysInTheFuture) {
+  // Regression: NextTimerNanos() clamped the pacer's release time to a fresh clock reading,
+  // so a loop comparing it with its own (earlier) reading never found it due, and paced
+  // transfers crawled at one burst per 1 ms tick.
+  Config c;
+  c.link_mbps = 1000;
+  CreepingClock clock;
+  Host client(c, &clock, Address::Parse("10.0.0.1:40000").value());
+  ASSERT_TRUE(client.engine().SendRequest(Address::Parse("10.0.0.2:1").value(), Bytes(40000), 0).ok());
+  ASSERT_LT(client.outbox.size(), 29u) << "the pacer held some packets back";
+  clock.Advance(1000 * 1000);  // long enough for the link to drain
+  const int64_t loop_now = clock.NowNanos();
+  EXPECT_LE(client.engine().NextTimerNanos(), loop_now);
+}
+
 }  // namespace
 }  // namespace homarpc::transport
