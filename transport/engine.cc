@@ -135,6 +135,7 @@ absl::StatusOr<RpcId> Engine::Impl::SendRequest(const Address& dest, Buffer requ
   }
   const int64_t now = now_;
   Peer* peer = peers_.FindOrCreate(dest, now);
+  stats_.peers = peers_.size();
   if (peer == nullptr) {
     return absl::ResourceExhaustedError(
         absl::StrCat("too many peers (max_peers = ", config_.max_peers, ")"));
@@ -429,6 +430,7 @@ Rpc* Engine::Impl::ServerRpcForData(const Address& from, const wire::Packet& p) 
     return refuse(wire::RefuseReason::kNoMemory);
   }
   Peer* peer = peers_.FindOrCreate(from, now);
+  stats_.peers = peers_.size();
   if (peer == nullptr) return refuse(wire::RefuseReason::kTooManyPeers);
   if (peer->server_rpcs >= config_.max_rpcs_per_peer) {
     return refuse(wire::RefuseReason::kTooManyRpcs);

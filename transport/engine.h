@@ -76,7 +76,7 @@ struct EngineStats {
   uint64_t refused_messages = 0;          // messages we refused (limits)
   uint64_t requests_delivered = 0;
   uint64_t responses_delivered = 0;
-  // Gauges.
+  // Gauges (current values).
   uint64_t client_rpcs = 0;
   uint64_t server_rpcs = 0;
   uint64_t peers = 0;
