@@ -96,18 +96,14 @@ class ConformanceEnv {
 // The in-memory fabric.
 
 // A client engine on the fabric that routes each completion to the callback of its RPC.
-class FabricClient : public FabricNode, public PacketSink, public EngineHandler {
+class FabricClient : public FabricEngineNode {
  public:
-  FabricClient(Fabric* fabric, ManualClock* clock, const Address& address, const Config& config)
-      : address_(address) {
-    out_ = fabric->Attach(address, this);
-    engine_ = std::make_unique<Engine>(config, clock, this, this, address.port(), address.is_v6());
-  }
+  using FabricEngineNode::FabricEngineNode;
 
   void Start(const Address& server, Buffer request, ResponseCallback done) {
     const uint64_t cookie = next_cookie_++;
     pending_.emplace(cookie, std::move(done));
-    absl::StatusOr<RpcId> id = engine_->SendRequest(server, std::move(request), cookie);
+    absl::StatusOr<RpcId> id = engine().SendRequest(server, std::move(request), cookie);
     if (!id.ok()) {  // refused before sending: the engine reports no completion
       ResponseCallback cb = std::move(pending_[cookie]);
       pending_.erase(cookie);
@@ -115,18 +111,9 @@ class FabricClient : public FabricNode, public PacketSink, public EngineHandler 
     }
   }
 
-  // FabricNode
-  void Deliver(const Address& from, absl::Span<const uint8_t> bytes) override {
-    engine_->HandlePacket(from, bytes);
-  }
-  int64_t NextTimerNanos() const override { return engine_->NextTimerNanos(); }
-  void OnTimer() override { engine_->OnTimer(); }
-  void AfterStep() override { engine_->Reap(); }  // the fabric copied every packet at Send
-  // PacketSink
-  void Send(const OutPacket& packet) override { out_->Send(packet); }
   // EngineHandler
   void OnRequest(const ServerRpcHandle& rpc, Buffer request) override {
-    ADD_FAILURE() << "client " << address_.ToString() << " was sent a request";
+    ADD_FAILURE() << "client " << address().ToString() << " was sent a request";
   }
   void OnResponse(RpcId id, uint64_t cookie, absl::StatusOr<Buffer> response) override {
     auto it = pending_.find(cookie);
@@ -139,12 +126,7 @@ class FabricClient : public FabricNode, public PacketSink, public EngineHandler 
     cb(std::move(response));
   }
 
-  const Address& address() const { return address_; }
-
  private:
-  Address address_;
-  PacketSink* out_ = nullptr;
-  std::unique_ptr<Engine> engine_;
   uint64_t next_cookie_ = 1;
   absl::flat_hash_map<uint64_t, ResponseCallback> pending_;
 };

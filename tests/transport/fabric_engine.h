@@ -1,4 +1,4 @@
-// FabricHost: an Engine attached to the in-memory Fabric, answering requests with an echo
+// FabricEngineNode / FabricHost: an Engine attached to the in-memory Fabric, answering requests with an echo
 // (optionally) and recording every completion, for conformance and chaos tests.
 #ifndef HOMARPC_TESTS_TRANSPORT_FABRIC_ENGINE_H_
 #define HOMARPC_TESTS_TRANSPORT_FABRIC_ENGINE_H_
@@ -13,11 +13,14 @@
 
 namespace homarpc::transport::testing {
 
-class FabricHost : public FabricNode, public PacketSink, public EngineHandler {
+// FabricEngineNode: the plumbing of an engine attached to the fabric — packets in through
+// FabricNode, packets out through the fabric's sink, reaping after every step (the fabric copies
+// each packet at Send). Subclasses decide what to do with requests and completions.
+class FabricEngineNode : public FabricNode, public PacketSink, public EngineHandler {
  public:
-  FabricHost(Fabric* fabric, ManualClock* clock, const Address& address, const Config& config,
-             bool echo)
-      : address_(address), echo_(echo) {
+  FabricEngineNode(Fabric* fabric, ManualClock* clock, const Address& address,
+                   const Config& config)
+      : address_(address) {
     out_ = fabric->Attach(address, this);
     engine_ = std::make_unique<Engine>(config, clock, this, this, address.port(), address.is_v6());
   }
@@ -28,13 +31,29 @@ class FabricHost : public FabricNode, public PacketSink, public EngineHandler {
   }
   int64_t NextTimerNanos() const override { return engine_->NextTimerNanos(); }
   void OnTimer() override { engine_->OnTimer(); }
-  void AfterStep() override { engine_->Reap(); }  // the fabric copied every packet at Send
+  void AfterStep() override { engine_->Reap(); }
   // PacketSink
   void Send(const OutPacket& packet) override { out_->Send(packet); }
+
+  Engine& engine() { return *engine_; }
+  const Address& address() const { return address_; }
+
+ private:
+  Address address_;
+  PacketSink* out_ = nullptr;
+  std::unique_ptr<Engine> engine_;
+};
+
+class FabricHost : public FabricEngineNode {
+ public:
+  FabricHost(Fabric* fabric, ManualClock* clock, const Address& address, const Config& config,
+             bool echo)
+      : FabricEngineNode(fabric, clock, address, config), echo_(echo) {}
+
   // EngineHandler
   void OnRequest(const ServerRpcHandle& rpc, Buffer request) override {
     ++requests;
-    if (echo_ && !engine_->SendResponse(rpc, std::move(request)).ok()) std::abort();
+    if (echo_ && !engine().SendResponse(rpc, std::move(request)).ok()) std::abort();
   }
   void OnResponse(RpcId id, uint64_t cookie, absl::StatusOr<Buffer> response) override {
     ++completions[cookie];
@@ -45,18 +64,12 @@ class FabricHost : public FabricNode, public PacketSink, public EngineHandler {
     }
   }
 
-  Engine& engine() { return *engine_; }
-  const Address& address() const { return address_; }
-
   uint64_t requests = 0;
   std::map<uint64_t, int> completions;  // cookie -> how many times it completed
   std::map<uint64_t, absl::StatusOr<std::string>> results;
 
  private:
-  Address address_;
   bool echo_;
-  PacketSink* out_ = nullptr;
-  std::unique_ptr<Engine> engine_;
 };
 
 }  // namespace homarpc::transport::testing
