@@ -272,12 +272,7 @@ void EpollBackend::Wait(int64_t timeout_nanos) {
   }
 }
 
-void EpollBackend::Notify() {
-  const uint64_t one = 1;
-  if (write(event_fd_, &one, sizeof(one)) < 0) {
-    // EAGAIN: the counter is saturated, so a wakeup is already pending.
-  }
-}
+void EpollBackend::Notify() { io_internal::SignalEventFd(event_fd_); }
 
 }  // namespace
 

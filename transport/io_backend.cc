@@ -139,6 +139,13 @@ void SetBufferSize(int fd, int force_option, int option, int bytes) {
 
 }  // namespace
 
+void SignalEventFd(int fd) {
+  const uint64_t one = 1;
+  if (write(fd, &one, sizeof(one)) < 0) {
+    // EAGAIN: the counter is saturated, so a wake-up is already pending.
+  }
+}
+
 absl::StatusOr<int> OpenUdpSocket(const IoOptions& options, Address* bound) {
   const Address& addr = options.bind_address;
   int fd = socket(addr.family(), SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, IPPROTO_UDP);

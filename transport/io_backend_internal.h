@@ -48,6 +48,10 @@ absl::Status ValidateOptions(const IoOptions& options);
 // address, with the port the kernel chose, in `*bound`. Errors come from ErrnoToStatus.
 absl::StatusOr<int> OpenUdpSocket(const IoOptions& options, Address* bound);
 
+// Adds one to the eventfd `fd` (a backend's Notify()). Thread-safe. Cannot fail short of a
+// saturated counter, which means a wake-up is already pending, so errors are ignored.
+void SignalEventFd(int fd);
+
 // SendRetryBudget: bounds the time one Flush() spends waiting, after EAGAIN, for the socket
 // buffer to drain (kSendRetryBudgetMillis in total, counted from the first wait).
 class SendRetryBudget {

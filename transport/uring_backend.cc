@@ -527,12 +527,7 @@ void UringBackend::Wait(int64_t timeout_nanos) {
   }
 }
 
-void UringBackend::Notify() {
-  const uint64_t one = 1;
-  if (write(event_fd_, &one, sizeof(one)) < 0) {
-    // Cannot fail short of a saturated counter, which means a wakeup is already pending.
-  }
-}
+void UringBackend::Notify() { io_internal::SignalEventFd(event_fd_); }
 
 }  // namespace
 
