@@ -119,21 +119,23 @@ void Endpoint::Poll(int64_t deadline_nanos, std::function<bool()> until) {
 
 IoKind Endpoint::io_kind() const { return loops_.front()->io().kind(); }
 
-uint64_t Endpoint::SendRequest(const Address& dest, Buffer request, ResponseCallback done) {
+uint64_t Endpoint::SendRequest(const Address& dest, Buffer request, ResponseCallback done,
+                               int64_t deadline_nanos) {
   const uint64_t token = next_token_.fetch_add(1);
   Loop* loop = loops_[token % loops_.size()].get();
   if (loop->IsLoopThread()) {
     // Inline mode, or a callback on this loop's thread: start it now, so that an Abort() that
     // follows on this thread finds it.
-    loop->StartClientRpc(token, dest, std::move(request), std::move(done));
+    loop->StartClientRpc(token, dest, std::move(request), std::move(done), deadline_nanos);
     return token;
   }
   // The callback is shared between the posted closure and the failure path below; only one
   // of them runs it.
   auto shared_done = std::make_shared<ResponseCallback>(std::move(done));
   const bool posted = loop->Post(
-      [loop, token, dest, request = std::move(request), shared_done]() mutable {
-        loop->StartClientRpc(token, dest, std::move(request), std::move(*shared_done));
+      [loop, token, dest, request = std::move(request), shared_done, deadline_nanos]() mutable {
+        loop->StartClientRpc(token, dest, std::move(request), std::move(*shared_done),
+                             deadline_nanos);
       });
   if (!posted) (*shared_done)(absl::CancelledError("endpoint shut down"));
   return token;

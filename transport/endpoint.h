@@ -77,8 +77,11 @@ class Endpoint {
 
   // Starts a client RPC; `done` gets the outcome. Thread-safe. Returns an id usable with
   // Abort(). Synchronous errors (oversized, bad destination) also go to `done`, on a loop
-  // thread, so callers have one path.
-  uint64_t SendRequest(const Address& dest, Buffer request, ResponseCallback done);
+  // thread, so callers have one path. When `deadline_nanos` (MonotonicClock) passes first,
+  // the RPC is aborted and `done` gets DEADLINE_EXCEEDED; INT64_MAX = no deadline (the
+  // transport's own silence timeout still applies).
+  uint64_t SendRequest(const Address& dest, Buffer request, ResponseCallback done,
+                       int64_t deadline_nanos = INT64_MAX);
   // Blocking form: spins, then sleeps, until the response arrives. FAILED_PRECONDITION when
   // called from a callback running on one of this endpoint's loops (it would wait on itself).
   absl::StatusOr<Buffer> Call(const Address& dest, Buffer request);

@@ -96,12 +96,12 @@ void Loop::RunUntil(absl::FunctionRef<bool()> done, int64_t wake_by_nanos) {
     // A timer due within the spin time (the pacer releasing the next packets, typically) is
     // waited for by spinning: a sleep that short costs a wake-up, or a whole millisecond where
     // the kernel's timeout granularity is coarse.
-    if (spin > 0 && engine_->NextTimerNanos() - now <= spin) continue;
+    if (spin > 0 && NextWakeNanos() - now <= spin) continue;
     // Sleep until a datagram, a Post() or the next timer.
     sleeping_.store(true);
     if (posted_count_.load() == 0 && !done()) {
       const int64_t timeout =
-          std::min(engine_->NextTimerNanos(), wake_by_nanos) - clock->NowNanos();
+          std::min(NextWakeNanos(), wake_by_nanos) - clock->NowNanos();
       io_->Wait(timeout > 0 ? timeout : 0);
     }
     sleeping_.store(false);
@@ -117,10 +117,28 @@ bool Loop::RunOnce() {
     engine_->HandlePacket(from, bytes);
   });
   work |= received > 0;
-  if (MonotonicClock::Get()->NowNanos() >= engine_->NextTimerNanos()) engine_->OnTimer();
+  const int64_t now = MonotonicClock::Get()->NowNanos();
+  if (now >= engine_->NextTimerNanos()) engine_->OnTimer();
+  work |= RunDeadlines(now);
   io_->Flush();
   engine_->Reap();
   return work;
+}
+
+bool Loop::RunDeadlines(int64_t now) {
+  bool any = false;
+  while (!deadlines_.empty() && deadlines_.top().first <= now) {
+    const uint64_t token = deadlines_.top().second;
+    deadlines_.pop();
+    any = true;
+    AbortClientRpc(token, absl::DeadlineExceededError("deadline exceeded"));
+  }
+  return any;
+}
+
+int64_t Loop::NextWakeNanos() const {
+  const int64_t timer = engine_->NextTimerNanos();
+  return deadlines_.empty() ? timer : std::min(timer, deadlines_.top().first);
 }
 
 void Loop::AdoptCurrentThread() { thread_id_.store(std::this_thread::get_id()); }
@@ -141,7 +159,7 @@ void Loop::Shutdown() {
 }
 
 void Loop::StartClientRpc(uint64_t token, const Address& dest, Buffer request,
-                          Endpoint::ResponseCallback done) {
+                          Endpoint::ResponseCallback done, int64_t deadline_nanos) {
   assert(IsLoopThread());
   if (shutting_down_) {
     done(absl::CancelledError("endpoint shut down"));
@@ -153,6 +171,22 @@ void Loop::StartClientRpc(uint64_t token, const Address& dest, Buffer request,
     return;
   }
   pending_.emplace(token, Pending{*id, std::move(done)});
+  if (deadline_nanos != INT64_MAX) {
+    deadlines_.emplace(deadline_nanos, token);
+    // Entries of finished RPCs linger until due; with long deadlines and a high call rate
+    // they would pile up, so drop them once they outnumber the live RPCs.
+    if (deadlines_.size() > 1024 && deadlines_.size() > 2 * pending_.size()) PruneDeadlines();
+  }
+}
+
+void Loop::PruneDeadlines() {
+  std::vector<std::pair<int64_t, uint64_t>> live;
+  live.reserve(pending_.size());
+  while (!deadlines_.empty()) {
+    if (pending_.contains(deadlines_.top().second)) live.push_back(deadlines_.top());
+    deadlines_.pop();
+  }
+  for (auto& entry : live) deadlines_.push(entry);
 }
 
 void Loop::AbortClientRpc(uint64_t token, absl::Status status) {

@@ -14,7 +14,10 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <queue>
+#include <utility>
 #include <thread>
 #include <vector>
 
@@ -45,8 +48,9 @@ class Loop final : public EngineHandler {
   bool IsLoopThread() const { return std::this_thread::get_id() == thread_id_.load(); }
 
   // Loop-thread operations (call via Post from elsewhere).
+  // `deadline_nanos` (MonotonicClock; INT64_MAX = none): abort with DEADLINE_EXCEEDED then.
   void StartClientRpc(uint64_t token, const Address& dest, Buffer request,
-                      Endpoint::ResponseCallback done);
+                      Endpoint::ResponseCallback done, int64_t deadline_nanos = INT64_MAX);
   void AbortClientRpc(uint64_t token, absl::Status status);
   void SendResponse(const ServerRpcHandle& rpc, Buffer response);
 
@@ -77,6 +81,10 @@ class Loop final : public EngineHandler {
  private:
   void Run();
   bool RunPosted();
+  // Aborts client RPCs whose deadline has passed; returns whether any was due.
+  bool RunDeadlines(int64_t now);
+  int64_t NextWakeNanos() const;
+  void PruneDeadlines();
   void FailAllClientRpcs();
 
   const uint32_t index_;
@@ -105,6 +113,11 @@ class Loop final : public EngineHandler {
     Endpoint::ResponseCallback done;
   };
   absl::flat_hash_map<uint64_t, Pending> pending_;
+  // Deadlines of client RPCs as (deadline, token), earliest on top. Entries of RPCs that
+  // finished first stay until due and are then ignored (their token is gone from pending_).
+  std::priority_queue<std::pair<int64_t, uint64_t>, std::vector<std::pair<int64_t, uint64_t>>,
+                      std::greater<>>
+      deadlines_;
 };
 
 }  // namespace homarpc::transport

@@ -1,0 +1,1 @@
+# homarpc_add_proto_library(): filled in by the codegen work.

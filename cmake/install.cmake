@@ -1,0 +1,1 @@
+# install/export rules: filled in by the codegen work.

@@ -1,0 +1,156 @@
+// Channel: a client's handle on a service at a target, shaped like grpc::Channel.
+//
+//   auto channel = homarpc::CreateChannel("localhost:50051",
+//                                         homarpc::InsecureChannelCredentials());
+//   auto stub = helloworld::Greeter::NewStub(channel);
+//
+// A channel owns one Homa endpoint (a UDP socket and a loop thread) and the addresses its
+// target resolved to; calls go to them round-robin. Homa has no connections, so there is
+// nothing to connect or reconnect: the first call sends its request at once. Channels and
+// stubs are thread-safe and meant to be shared; a channel lives as long as any stub holds it.
+// Calls still in flight when the last reference goes fail CANCELLED.
+//
+// Targets (resolved once, when the channel is created):
+//   host:port, [v6addr]:port          DNS or numeric, like gRPC's default scheme
+//   dns:///host:port, dns:host:port   the same
+//   ipv4:1.2.3.4:5000,1.2.3.5:5000    a literal list
+//   ipv6:[::1]:5000,[::2]:5000        a literal list
+//   homa://host:port, homa:///host:port   (homarpc's own spelling)
+// A target that does not parse or resolve does not fail CreateChannel (as in gRPC): every call
+// on the channel fails UNAVAILABLE with the reason.
+#ifndef HOMARPC_RUNTIME_CHANNEL_H_
+#define HOMARPC_RUNTIME_CHANNEL_H_
+
+#include <chrono>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <variant>
+
+#include "runtime/client_context.h"
+#include "runtime/message_transport.h"
+#include "runtime/status.h"
+
+namespace google::protobuf {
+class MessageLite;
+}  // namespace google::protobuf
+
+namespace homarpc {
+
+// Channel argument keys. gRPC's own names are accepted where the meaning is the same.
+inline constexpr char kArgMaxReceiveMessageLength[] = "grpc.max_receive_message_length";
+inline constexpr char kArgMaxSendMessageLength[] = "grpc.max_send_message_length";
+inline constexpr char kArgMaxMetadataSize[] = "grpc.max_metadata_size";
+inline constexpr char kArgLoadBalancingPolicy[] = "grpc.lb_policy_name";
+// homarpc's own: microseconds a waiting thread or idle loop spins before sleeping (default 50).
+inline constexpr char kArgSpinMicros[] = "homarpc.spin_us";
+// Link MTU the transport packetises for (default 1500).
+inline constexpr char kArgMtu[] = "homarpc.mtu";
+// "auto" (default), "uring" or "epoll".
+inline constexpr char kArgIoBackend[] = "homarpc.io_backend";
+// Milliseconds of silence from the server after which a call fails UNAVAILABLE (default 100;
+// this is how long a call to an address where nothing listens takes to fail).
+inline constexpr char kArgUnavailableTimeoutMs[] = "homarpc.unavailable_timeout_ms";
+// Loop threads of a server (ServerBuilder::AddChannelArgument), default 1.
+inline constexpr char kArgServerLoops[] = "homarpc.server_loops";
+
+// Only insecure credentials exist: homarpc is for trusted datacenter fabrics (no TLS yet).
+class ChannelCredentials {
+ public:
+  virtual ~ChannelCredentials() = default;
+};
+std::shared_ptr<ChannelCredentials> InsecureChannelCredentials();
+
+class ChannelArguments {
+ public:
+  // -1 = unlimited. Defaults: receive 4 MiB, send unlimited (as in gRPC).
+  void SetMaxReceiveMessageSize(int size) { SetInt(kArgMaxReceiveMessageLength, size); }
+  void SetMaxSendMessageSize(int size) { SetInt(kArgMaxSendMessageLength, size); }
+  // "pick_first" (the first resolved address only) or "round_robin" (homarpc's default:
+  // Homa has no connection that would make sticking to one address cheaper).
+  void SetLoadBalancingPolicyName(const std::string& name) {
+    SetString(kArgLoadBalancingPolicy, name);
+  }
+  void SetInt(const std::string& key, int value) { args_[key] = value; }
+  void SetString(const std::string& key, const std::string& value) { args_[key] = value; }
+
+  // nullptr / -1 when absent or of the other type.
+  const std::string* GetString(const std::string& key) const;
+  int GetInt(const std::string& key, int default_value) const;
+
+ private:
+  std::map<std::string, std::variant<int, std::string>> args_;
+};
+
+// Stub construction options (accepted for source compatibility; nothing to set yet).
+class StubOptions {};
+
+namespace internal {
+class ChannelImpl;
+enum class RpcType { NORMAL_RPC, CLIENT_STREAMING, SERVER_STREAMING, BIDI_STREAMING };
+// A method as generated stubs name it: "/package.Service/Method".
+struct RpcMethod {
+  const char* name;
+  RpcType type;
+};
+}  // namespace internal
+
+class Channel final {
+ public:
+  ~Channel();
+  Channel(const Channel&) = delete;
+  Channel& operator=(const Channel&) = delete;
+
+  // Homa needs no connection: true at once when the target resolved, false otherwise (after
+  // `deadline`, for gRPC's signature).
+  template <typename T>
+  bool WaitForConnected(T deadline) {
+    return resolved();
+  }
+  bool resolved() const;
+  // The resolved addresses, "ipv4:127.0.0.1:50051" etc.; the error text when resolution
+  // failed.
+  std::string DebugTarget() const;
+
+  // Used by generated stubs. `request` is read before the call returns (blocking) or before
+  // AsyncUnaryCall returns (its bytes are serialized then); `response` and `context` must
+  // live until the call completes. `on_done` runs exactly once, on a channel thread (do not
+  // block in it), or on the calling thread when the call fails before anything is sent.
+  Status BlockingUnaryCall(const internal::RpcMethod& method, ClientContext* context,
+                           const google::protobuf::MessageLite& request,
+                           google::protobuf::MessageLite* response);
+  void AsyncUnaryCall(const internal::RpcMethod& method, ClientContext* context,
+                      const google::protobuf::MessageLite* request,
+                      google::protobuf::MessageLite* response,
+                      std::function<void(Status)> on_done);
+
+ private:
+  friend std::shared_ptr<Channel> CreateCustomChannel(const std::string&,
+                                                      const std::shared_ptr<ChannelCredentials>&,
+                                                      const ChannelArguments&);
+  friend class internal::ChannelImpl;
+  explicit Channel(std::unique_ptr<internal::ChannelImpl> impl);
+  std::unique_ptr<internal::ChannelImpl> impl_;
+};
+
+// Generated stubs take the channel through this name, as gRPC's take ChannelInterface.
+using ChannelInterface = Channel;
+
+std::shared_ptr<Channel> CreateChannel(const std::string& target,
+                                       const std::shared_ptr<ChannelCredentials>& creds);
+std::shared_ptr<Channel> CreateCustomChannel(const std::string& target,
+                                             const std::shared_ptr<ChannelCredentials>& creds,
+                                             const ChannelArguments& args);
+
+namespace internal {
+// A channel whose transport comes from `factory` (tests: the in-memory fabric). The target is
+// resolved as usual; numeric addresses name fabric nodes.
+std::shared_ptr<Channel> CreateChannelWithTransport(const std::string& target,
+                                                    const ChannelArguments& args,
+                                                    const TransportFactory& factory);
+}  // namespace internal
+
+}  // namespace homarpc
+
+#endif  // HOMARPC_RUNTIME_CHANNEL_H_

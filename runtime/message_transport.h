@@ -1,0 +1,62 @@
+// MessageTransport: what the RPC layer needs from a wire that moves whole request and response
+// messages. Homa over UDP (transport::Endpoint, see CreateUdpTransport) is the production
+// implementation; tests plug in the in-memory fabric (tests/runtime/fabric_transport.h); an
+// HTTP/2 wire through the real gRPC library could be a third.
+//
+// Contract (the same as transport::Endpoint's, which it mirrors):
+// - SendRequest() is thread-safe; `done` fires exactly once, on a transport thread, with the
+//   response or an error (UNAVAILABLE: nobody answers / refused; DEADLINE_EXCEEDED: the
+//   deadline passed; RESOURCE_EXHAUSTED: too large; CANCELLED: aborted or shutting down).
+// - Requests reach the RequestHandler on a transport thread, which must not block for long;
+//   Reply() is thread-safe and is called exactly once per request (the runtime guarantees it).
+// - Destroying the transport stops its threads; client RPCs still in flight complete first
+//   with CANCELLED. Nothing is delivered afterwards.
+#ifndef HOMARPC_RUNTIME_MESSAGE_TRANSPORT_H_
+#define HOMARPC_RUNTIME_MESSAGE_TRANSPORT_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+
+#include "absl/status/statusor.h"
+#include "transport/address.h"
+#include "transport/buffer.h"
+#include "transport/endpoint.h"
+
+namespace homarpc::internal {
+
+class MessageTransport {
+ public:
+  using RequestHandler = std::function<void(transport::IncomingRequest request)>;
+  using ResponseCallback = std::function<void(absl::StatusOr<transport::Buffer> response)>;
+
+  virtual ~MessageTransport() = default;
+
+  virtual transport::Address local_address() const = 0;
+  // `deadline_nanos` is on MonotonicClock; INT64_MAX = none.
+  virtual uint64_t SendRequest(const transport::Address& dest, transport::Buffer request,
+                               ResponseCallback done, int64_t deadline_nanos) = 0;
+  // Ends a client RPC early; its callback fires with `status`. Unknown ids are ignored.
+  virtual void Abort(uint64_t id, absl::Status status) = 0;
+  virtual void Reply(const transport::IncomingRequest& request, transport::Buffer response) = 0;
+  // How long a blocked caller should spin before sleeping (the transport's poll time).
+  virtual int64_t spin_nanos() const = 0;
+};
+
+// Options for Homa over UDP, gathered from ChannelArguments / ServerBuilder.
+struct UdpTransportOptions {
+  transport::EndpointOptions endpoint;
+};
+
+// Homa over UDP: wraps a transport::Endpoint. `handler` empty = client only.
+absl::StatusOr<std::unique_ptr<MessageTransport>> CreateUdpTransport(
+    const UdpTransportOptions& options, MessageTransport::RequestHandler handler);
+
+// Builds transports for a Channel (client only, handler empty) or a Server. Tests substitute
+// one that attaches to an in-memory fabric.
+using TransportFactory = std::function<absl::StatusOr<std::unique_ptr<MessageTransport>>(
+    const UdpTransportOptions& options, MessageTransport::RequestHandler handler)>;
+
+}  // namespace homarpc::internal
+
+#endif  // HOMARPC_RUNTIME_MESSAGE_TRANSPORT_H_

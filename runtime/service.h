@@ -1,0 +1,135 @@
+// Service and method handlers: what generated service classes derive from and register.
+//
+// A generated `Greeter::Service` (sync) or `Greeter::CallbackService` derives from Service
+// and, in its constructor, calls AddMethod() once per RPC with a handler that calls the
+// virtual method. The server looks handlers up by full name ("/helloworld.Greeter/SayHello").
+// Streaming methods are registered with a null handler: callers get UNIMPLEMENTED until
+// streaming ships.
+//
+// Services are owned by the application and must outlive the Server they are registered
+// with (as in gRPC). Handlers are immutable after construction and called from many threads.
+#ifndef HOMARPC_RUNTIME_SERVICE_H_
+#define HOMARPC_RUNTIME_SERVICE_H_
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "google/protobuf/message_lite.h"
+#include "runtime/channel.h"
+#include "runtime/server_context.h"
+#include "runtime/status.h"
+
+namespace homarpc {
+
+namespace internal {
+
+// The request and response objects of one call, allocated together.
+class CallMessages {
+ public:
+  virtual ~CallMessages() = default;
+  virtual google::protobuf::MessageLite* request() = 0;
+  virtual google::protobuf::MessageLite* response() = 0;
+};
+
+template <typename Request, typename Response>
+class TypedCallMessages final : public CallMessages {
+ public:
+  google::protobuf::MessageLite* request() override { return &request_; }
+  google::protobuf::MessageLite* response() override { return &response_; }
+
+ private:
+  Request request_;
+  Response response_;
+};
+
+class MethodHandler {
+ public:
+  enum class Kind {
+    kSync,      // RunSync on the server's executor (worker pool or inline)
+    kCallback,  // RunCallback on the loop thread that received the request
+  };
+  virtual ~MethodHandler() = default;
+  virtual Kind kind() const = 0;
+  virtual std::unique_ptr<CallMessages> NewMessages() const = 0;
+  // kSync only.
+  virtual Status RunSync(ServerContext* context, const google::protobuf::MessageLite* request,
+                         google::protobuf::MessageLite* response) const {
+    return Status(StatusCode::UNIMPLEMENTED, "");
+  }
+  // kCallback only. Returns the reactor that will be (or was) finished.
+  virtual ServerUnaryReactor* RunCallback(CallbackServerContext* context,
+                                          const google::protobuf::MessageLite* request,
+                                          google::protobuf::MessageLite* response) const {
+    return nullptr;
+  }
+};
+
+template <typename Request, typename Response>
+class SyncUnaryHandler final : public MethodHandler {
+ public:
+  using Fn = std::function<Status(ServerContext*, const Request*, Response*)>;
+  explicit SyncUnaryHandler(Fn fn) : fn_(std::move(fn)) {}
+  Kind kind() const override { return Kind::kSync; }
+  std::unique_ptr<CallMessages> NewMessages() const override {
+    return std::make_unique<TypedCallMessages<Request, Response>>();
+  }
+  Status RunSync(ServerContext* context, const google::protobuf::MessageLite* request,
+                 google::protobuf::MessageLite* response) const override {
+    return fn_(context, static_cast<const Request*>(request), static_cast<Response*>(response));
+  }
+
+ private:
+  Fn fn_;
+};
+
+template <typename Request, typename Response>
+class CallbackUnaryHandler final : public MethodHandler {
+ public:
+  using Fn = std::function<ServerUnaryReactor*(CallbackServerContext*, const Request*, Response*)>;
+  explicit CallbackUnaryHandler(Fn fn) : fn_(std::move(fn)) {}
+  Kind kind() const override { return Kind::kCallback; }
+  std::unique_ptr<CallMessages> NewMessages() const override {
+    return std::make_unique<TypedCallMessages<Request, Response>>();
+  }
+  ServerUnaryReactor* RunCallback(CallbackServerContext* context,
+                                  const google::protobuf::MessageLite* request,
+                                  google::protobuf::MessageLite* response) const override {
+    return fn_(context, static_cast<const Request*>(request), static_cast<Response*>(response));
+  }
+
+ private:
+  Fn fn_;
+};
+
+struct ServiceMethod {
+  std::string name;  // "/package.Service/Method"
+  RpcType type;
+  std::unique_ptr<MethodHandler> handler;  // null: not implemented (streaming, for now)
+};
+
+}  // namespace internal
+
+class Service {
+ public:
+  virtual ~Service() = default;
+  Service(const Service&) = delete;
+  Service& operator=(const Service&) = delete;
+
+  const std::vector<internal::ServiceMethod>& methods() const { return methods_; }
+
+ protected:
+  Service() = default;
+  void AddMethod(std::string name, internal::RpcType type,
+                 std::unique_ptr<internal::MethodHandler> handler) {
+    methods_.push_back({std::move(name), type, std::move(handler)});
+  }
+
+ private:
+  std::vector<internal::ServiceMethod> methods_;
+};
+
+}  // namespace homarpc
+
+#endif  // HOMARPC_RUNTIME_SERVICE_H_
