@@ -41,6 +41,9 @@ class MessageTransport {
   virtual void Reply(const transport::IncomingRequest& request, transport::Buffer response) = 0;
   // How long a blocked caller should spin before sleeping (the transport's poll time).
   virtual int64_t spin_nanos() const = 0;
+  // Server RPCs the transport still holds (response not yet fully sent and acknowledged);
+  // a draining server waits for 0. Thread-safe; may be slow (it asks every loop).
+  virtual uint64_t live_server_rpcs() const = 0;
 };
 
 // Options for Homa over UDP, gathered from ChannelArguments / ServerBuilder.
