@@ -13,6 +13,7 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "tests/transport/engine_harness.h"
+#include "transport/clock.h"
 
 namespace homarpc::transport {
 namespace {
@@ -103,6 +104,57 @@ TEST_P(EndpointTest, Endpoint_AbortCompletesWithStatus) {
   (*client)->Abort(id, absl::CancelledError("user gave up"));
   ASSERT_TRUE(done.WaitForNotificationWithTimeout(kGuard));
   EXPECT_EQ(got.code(), absl::StatusCode::kCancelled);
+}
+
+TEST_P(EndpointTest, Endpoint_DeadlineAbortsWithDeadlineExceeded) {
+  // A server that never answers; the transport's silence timeout is far away (Options), so
+  // only the per-RPC deadline can end these calls. One call gets a deadline 20 ms out, one
+  // none; the second must still be in flight when the first has failed.
+  // (Declared before the endpoints: callbacks may fire while the client shuts down.)
+  absl::Notification done;
+  absl::Status got;
+  std::atomic<bool> other_done{false};
+  auto server = Endpoint::Create(Options(), [](IncomingRequest) {});
+  ASSERT_TRUE(server.ok());
+  auto client = Endpoint::Create(Options());
+  ASSERT_TRUE(client.ok());
+  const int64_t deadline = MonotonicClock::Get()->NowNanos() + 20 * kNanosPerMilli;
+  (*client)->SendRequest((*server)->local_address(), Bytes(10),
+                         [&](absl::StatusOr<Buffer> r) {
+                           got = r.status();
+                           done.Notify();
+                         },
+                         deadline);
+  uint64_t other = (*client)->SendRequest(
+      (*server)->local_address(), Bytes(10),
+      [&](absl::StatusOr<Buffer>) { other_done.store(true); });
+  ASSERT_TRUE(done.WaitForNotificationWithTimeout(kGuard));
+  EXPECT_EQ(got.code(), absl::StatusCode::kDeadlineExceeded) << got;
+  EXPECT_GE(MonotonicClock::Get()->NowNanos(), deadline);
+  EXPECT_FALSE(other_done.load());
+  (*client)->Abort(other, absl::CancelledError("test over"));
+}
+
+TEST_P(EndpointTest, Endpoint_DeadlineOfAnsweredRpcIsHarmless) {
+  // Calls answered before their deadline complete normally, and the deadlines left behind
+  // (many, to exercise the pruning of finished entries) fire on nothing.
+  const int kCalls = 3000;
+  std::atomic<int> ok{0}, failed{0};
+  absl::Notification all;
+  auto server = EchoServer(Options());
+  auto client = Endpoint::Create(Options());
+  ASSERT_TRUE(client.ok());
+  for (int i = 0; i < kCalls; ++i) {
+    (*client)->SendRequest(server->local_address(), Bytes(8),
+                           [&](absl::StatusOr<Buffer> r) {
+                             (r.ok() ? ok : failed).fetch_add(1);
+                             if (ok.load() + failed.load() == kCalls) all.Notify();
+                           },
+                           MonotonicClock::Get()->NowNanos() + 60 * kNanosPerSecond);
+  }
+  ASSERT_TRUE(all.WaitForNotificationWithTimeout(kGuard));
+  EXPECT_EQ(ok.load(), kCalls);
+  EXPECT_EQ(failed.load(), 0);
 }
 
 TEST_P(EndpointTest, Endpoint_MultiLoopServer) {
