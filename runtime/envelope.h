@@ -12,6 +12,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string_view>
 #include <utility>
 #include <vector>
@@ -78,14 +79,23 @@ struct Envelope {
 // Bytes of header plus sections for `envelope` (the payload is not included).
 size_t EncodedHeaderSize(const Envelope& envelope);
 // Writes header and sections into `out`, which must be exactly EncodedHeaderSize() bytes; the
-// payload goes right after them. Does not validate metadata (see metadata.h) or read payload.
+// payload goes right after them. Writes only the sections of the envelope's kind and leaves
+// out defaults (no status code when OK, no timeout without a deadline, no empty status text or
+// details). Does not validate metadata (see metadata.h: keys must fit 16 bits) or read payload.
 void EncodeHeader(const Envelope& envelope, absl::Span<uint8_t> out);
 
 // Parses and validates a whole message. Errors (INTERNAL, with the reason): shorter than the
 // header, wrong version, unknown kind or flag, a section that overruns the message, a
 // required section missing or repeated (method on a request), a section on the wrong kind,
-// a malformed value (timeout not 8 bytes, metadata key length past its section).
+// a malformed value (timeout not 8 bytes or above 2^63-1, status code not 4 bytes or above
+// 16, metadata key length past its section), a cancel with a payload. Sections may come in
+// any order. Metadata is checked for structure only (not against metadata.h's key rules).
 absl::StatusOr<Envelope> Decode(absl::Span<const uint8_t> message);
+
+// The call_id of a message Decode() may have rejected, so an error reply can still name the
+// call: bytes 12..19 when the message has a whole header (that position is fixed across
+// versions, PROTOCOL.md §14), nullopt otherwise.
+std::optional<uint64_t> PeekCallId(absl::Span<const uint8_t> message);
 
 }  // namespace homarpc::internal
 

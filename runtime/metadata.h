@@ -1,7 +1,8 @@
 // Metadata rules, as gRPC applies them (../shared/reference/grpc-api.md B.4, B.9).
 //
 // Keys are lowercase ASCII [0-9a-z_.-]; a key ending in "-bin" carries arbitrary bytes, any
-// other key carries printable ASCII (0x20-0x7E). Keys starting with "grpc-" or ":" are
+// other key carries printable ASCII (0x20-0x7E). Keys are at most 65535 bytes (the wire's
+// key length is 16 bits). Keys starting with "grpc-" or ":" are
 // reserved for the library. The total size of one side's metadata (sum of key and value
 // lengths, plus 32 bytes per entry as HTTP/2 counts it) is limited, by default to 8 KiB as in
 // gRPC (GRPC_ARG_MAX_METADATA_SIZE).

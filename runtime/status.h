@@ -39,7 +39,7 @@ enum StatusCode {
   DO_NOT_USE = -1
 };
 
-// "OK", "CANCELLED", ... ; "UNKNOWN_CODE(n)" style text for numbers outside 0..16.
+// "OK", "CANCELLED", ... ; "CODE(n)" for numbers outside 0..16.
 std::string StatusCodeName(StatusCode code);
 
 class Status {
