@@ -19,6 +19,7 @@
 
 #include "absl/synchronization/mutex.h"
 #include "runtime/metadata.h"
+#include "transport/address.h"
 #include "transport/buffer.h"
 
 namespace homarpc {
@@ -106,7 +107,7 @@ class ClientContext {
   // address where nothing listens fails UNAVAILABLE after the channel's timeout either way.
   void set_wait_for_ready(bool wait_for_ready) { wait_for_ready_ = wait_for_ready; }
   void set_fail_fast(bool fail_fast) { set_wait_for_ready(!fail_fast); }
-  // Sent as the "authority" of the call (informational; Homa does no virtual hosting).
+  // Accepted for source compatibility and kept, but not sent: Homa does no virtual hosting.
   void set_authority(const std::string& authority) { authority_ = authority; }
 
  private:
@@ -130,7 +131,8 @@ class ClientContext {
   bool call_started_ ABSL_GUARDED_BY(mu_) = false;
   // The call in flight, to cancel; null before it starts and after it completes.
   std::shared_ptr<internal::ClientCall> active_call_ ABSL_GUARDED_BY(mu_);
-  std::string peer_ ABSL_GUARDED_BY(mu_);
+  // The server address of the last call started (peer() formats it: no string per call).
+  transport::Address peer_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace homarpc

@@ -7,8 +7,9 @@
 // builder says so, for handlers that never block). The response envelope goes back as the
 // Homa response message.
 //
-// Thread-safe. Shutdown() may be called from any thread except a handler's, at most
-// effectively once (later calls wait for the first).
+// Thread-safe. Shutdown() may be called from any thread; called from a handler, OnCancel or
+// OnDone it starts the shutdown on a thread of the server's own and returns at once (Wait()
+// and ~Server complete it). Destroying the Server from its own handler deadlocks, as in gRPC.
 #ifndef HOMARPC_RUNTIME_SERVER_H_
 #define HOMARPC_RUNTIME_SERVER_H_
 

@@ -88,10 +88,15 @@ class CallbackServerContext : public ServerContextBase {
 };
 
 // The handler's side of a callback unary call. Finish() exactly once, from any thread, before
-// or after the handler returned the reactor. Then OnDone() runs once, on a runtime thread,
-// after the response has been handed to the transport; the reactor (unless it is the context's
-// DefaultReactor) may delete itself there. OnCancel() runs at most once, before OnDone(), when
-// the call is cancelled first (client cancel or deadline). Both callbacks must not block.
+// or after the handler returned the reactor. Then OnDone() runs once, after the response has
+// been handed to the transport: on the loop thread when Finish() came before the handler
+// returned, otherwise on the thread that called Finish() (so do not call Finish() holding a
+// lock that OnDone() takes). The reactor (unless it is the context's DefaultReactor) may
+// delete itself there. OnCancel() runs at most once, before OnDone(), when the call is
+// cancelled first by the client (TryCancel), by the server (TryCancel) or by a Shutdown
+// deadline; a passed deadline makes IsCancelled() true without calling OnCancel() (there is no
+// per-call timer). Both callbacks must not block. StartSendInitialMetadata() does nothing
+// (initial metadata travels with the response) and OnSendInitialMetadataDone() is not called.
 class ServerUnaryReactor {
  public:
   ServerUnaryReactor() = default;

@@ -1,0 +1,295 @@
+// Channel, ChannelArguments and channel creation (channel.h); ChannelImpl's construction,
+// configuration and teardown (client_call.h). The call paths are in client_call.cc.
+//
+// A channel resolves its target once, at creation, and creates one client-only transport
+// (a Homa endpoint: one UDP socket, one loop thread) bound to the wildcard address of the
+// first resolved address's family, port 0. Binding the wildcard rather than loopback lets one
+// channel reach local and remote servers alike. A socket has one family, so addresses of the
+// other family in the resolution result are dropped (a name with A and AAAA records is served
+// over the family getaddrinfo() preferred). Creation never fails: a target that does not
+// resolve, a bad argument or a socket error leaves a channel whose every call fails
+// UNAVAILABLE with the reason, as gRPC's channels do.
+//
+// Teardown: ~ChannelImpl marks the channel closing (so a concurrent TryCancel no longer
+// touches the transport), then destroys the transport, which completes the calls still in
+// flight with CANCELLED on its own thread. Channel::~Channel cannot do that synchronously
+// when it runs on that very thread (the last reference to the channel dropped inside one of
+// its completion callbacks): the transport would join its own thread. It hands the
+// ChannelImpl to a short-lived thread that destroys it instead.
+#include "runtime/channel.h"
+
+#include <algorithm>
+#include <memory>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "runtime/client_call.h"
+#include "runtime/envelope.h"
+#include "runtime/metadata.h"
+#include "runtime/target.h"
+#include "transport/log.h"
+
+namespace homarpc {
+
+namespace {
+
+constexpr uint32_t kEnvelopeRoom = 64 * 1024;       // envelope bytes beyond a payload limit
+constexpr uint64_t kTransportCeiling = 1ull << 30;  // the wire's hard limit
+constexpr uint32_t kUnlimitedMessageLength = 64u << 20;
+
+class InsecureCredentials final : public ChannelCredentials {};
+
+// The transport's message limit for a payload limit (-1 = unlimited).
+uint64_t MessageLengthFor(int64_t payload_limit) {
+  if (payload_limit < 0) return kUnlimitedMessageLength;
+  return std::min<uint64_t>(static_cast<uint64_t>(payload_limit) + kEnvelopeRoom,
+                            kTransportCeiling);
+}
+
+absl::Status BuildTransportOptions(const ChannelArguments& args, const transport::Address& first,
+                                   const internal::ChannelLimits& limits,
+                                   internal::UdpTransportOptions* options) {
+  transport::EndpointOptions& endpoint = options->endpoint;
+  transport::Config& config = endpoint.config;
+  endpoint.num_loops = 1;
+  config.max_message_length = limits.max_message_length;
+
+  const int spin_us = args.GetInt(kArgSpinMicros, static_cast<int>(config.poll_usecs));
+  config.poll_usecs = static_cast<uint32_t>(std::max(spin_us, 0));
+
+  const int mtu = args.GetInt(kArgMtu, static_cast<int>(config.mtu));
+  if (mtu <= 0) return absl::InvalidArgumentError(absl::StrCat(kArgMtu, " must be positive"));
+  config.mtu = static_cast<uint32_t>(mtu);
+
+  const int timeout_ms = args.GetInt(kArgUnavailableTimeoutMs, 100);
+  if (timeout_ms <= 0) {
+    return absl::InvalidArgumentError(absl::StrCat(kArgUnavailableTimeoutMs, " must be positive"));
+  }
+  // One tick per millisecond; the transport needs the timeout to exceed the first resend.
+  config.tick_usecs = 1000;
+  config.timeout_ticks = static_cast<uint32_t>(std::max(timeout_ms, 2));
+  config.resend_ticks = std::min(config.resend_ticks, config.timeout_ticks - 1);
+  config.resend_interval = std::min(config.resend_interval, config.resend_ticks);
+
+  if (const std::string* io = args.GetString(kArgIoBackend); io != nullptr) {
+    if (*io == "auto") {
+      endpoint.io.kind = transport::IoKind::kAuto;
+    } else if (*io == "uring") {
+      endpoint.io.kind = transport::IoKind::kUring;
+    } else if (*io == "epoll") {
+      endpoint.io.kind = transport::IoKind::kEpoll;
+    } else {
+      return absl::InvalidArgumentError(
+          absl::StrCat(kArgIoBackend, " must be auto, uring or epoll, not '", *io, "'"));
+    }
+  }
+  absl::StatusOr<transport::Address> wildcard =
+      transport::Address::Parse(first.is_v6() ? "[::]:0" : "0.0.0.0:0");
+  endpoint.io.bind_address = *wildcard;
+  return absl::OkStatus();
+}
+
+std::shared_ptr<Channel> NewChannel(const std::string& target, const ChannelArguments& args,
+                                    const internal::TransportFactory* factory) {
+  internal::ChannelLimits limits;
+  const int max_send = args.GetInt(kArgMaxSendMessageLength, -1);
+  const int max_receive = args.GetInt(kArgMaxReceiveMessageLength, 4 * 1024 * 1024);
+  limits.max_send_bytes = max_send < 0 ? -1 : max_send;
+  limits.max_receive_bytes = max_receive < 0 ? -1 : max_receive;
+  const int max_metadata =
+      args.GetInt(kArgMaxMetadataSize, static_cast<int>(internal::kDefaultMaxMetadataBytes));
+  limits.max_metadata_bytes = static_cast<size_t>(std::max(max_metadata, 0));
+  limits.max_message_length = static_cast<uint32_t>(std::max(
+      MessageLengthFor(limits.max_send_bytes), MessageLengthFor(limits.max_receive_bytes)));
+
+  bool round_robin = true;
+  if (const std::string* lb = args.GetString(kArgLoadBalancingPolicy); lb != nullptr) {
+    if (*lb == "pick_first") {
+      round_robin = false;
+    } else if (*lb != "round_robin") {
+      HOMARPC_LOG(WARNING) << "channel " << target << ": unknown load-balancing policy '" << *lb
+                           << "', using round_robin";
+    }
+  }
+
+  absl::Status error;
+  std::vector<transport::Address> addresses;
+  std::unique_ptr<internal::MessageTransport> transport;
+  absl::StatusOr<std::vector<transport::Address>> resolved = internal::ResolveTarget(target);
+  if (!resolved.ok()) {
+    error = absl::UnavailableError(resolved.status().message());
+  } else {
+    const int family = resolved->front().family();
+    for (const transport::Address& a : *resolved) {
+      if (a.family() == family) addresses.push_back(a);
+    }
+    internal::UdpTransportOptions options;
+    error = BuildTransportOptions(args, addresses.front(), limits, &options);
+    if (error.ok()) {
+      absl::StatusOr<std::unique_ptr<internal::MessageTransport>> created =
+          factory != nullptr ? (*factory)(options, nullptr)
+                             : internal::CreateUdpTransport(options, nullptr);
+      if (created.ok()) {
+        transport = std::move(*created);
+      } else {
+        error = created.status();
+      }
+    }
+    if (!error.ok()) {
+      error = absl::UnavailableError(
+          absl::StrCat("channel to '", target, "' has no transport: ", error.message()));
+    }
+  }
+  if (!error.ok()) HOMARPC_LOG(WARNING) << error.message();
+  return internal::ChannelImpl::MakeChannel(std::make_unique<internal::ChannelImpl>(
+      target, std::move(addresses), std::move(transport), limits, round_robin, std::move(error)));
+}
+
+}  // namespace
+
+// ---- ChannelArguments, credentials, creation ----
+
+const std::string* ChannelArguments::GetString(const std::string& key) const {
+  auto it = args_.find(key);
+  if (it == args_.end()) return nullptr;
+  return std::get_if<std::string>(&it->second);
+}
+
+int ChannelArguments::GetInt(const std::string& key, int default_value) const {
+  auto it = args_.find(key);
+  if (it == args_.end()) return default_value;
+  const int* value = std::get_if<int>(&it->second);
+  return value != nullptr ? *value : default_value;
+}
+
+std::shared_ptr<ChannelCredentials> InsecureChannelCredentials() {
+  return std::make_shared<InsecureCredentials>();
+}
+
+std::shared_ptr<Channel> CreateChannel(const std::string& target,
+                                       const std::shared_ptr<ChannelCredentials>& creds) {
+  return CreateCustomChannel(target, creds, ChannelArguments());
+}
+
+std::shared_ptr<Channel> CreateCustomChannel(const std::string& target,
+                                             const std::shared_ptr<ChannelCredentials>& creds,
+                                             const ChannelArguments& args) {
+  return NewChannel(target, args, nullptr);
+}
+
+namespace internal {
+std::shared_ptr<Channel> CreateChannelWithTransport(const std::string& target,
+                                                    const ChannelArguments& args,
+                                                    const TransportFactory& factory) {
+  return NewChannel(target, args, &factory);
+}
+}  // namespace internal
+
+// ---- Channel ----
+
+Channel::Channel(std::unique_ptr<internal::ChannelImpl> impl) : impl_(std::move(impl)) {}
+
+Channel::~Channel() {
+  if (impl_ != nullptr && impl_->InCallbackThread()) {
+    // On the channel's own transport thread (see the file comment): destroy it elsewhere.
+    std::thread([impl = std::move(impl_)]() mutable { impl.reset(); }).detach();
+  }
+}
+
+bool Channel::resolved() const { return impl_->resolved(); }
+
+std::string Channel::DebugTarget() const { return impl_->DebugTarget(); }
+
+Status Channel::BlockingUnaryCall(const internal::RpcMethod& method, ClientContext* context,
+                                  const google::protobuf::MessageLite& request,
+                                  google::protobuf::MessageLite* response) {
+  return impl_->BlockingUnaryCall(method, context, request, response);
+}
+
+void Channel::AsyncUnaryCall(const internal::RpcMethod& method, ClientContext* context,
+                             const google::protobuf::MessageLite* request,
+                             google::protobuf::MessageLite* response,
+                             std::function<void(Status)> on_done) {
+  impl_->AsyncUnaryCall(method, context, request, response, std::move(on_done));
+}
+
+// ---- ChannelImpl ----
+
+namespace internal {
+
+ChannelImpl::ChannelImpl(std::string target, std::vector<transport::Address> addresses,
+                         std::unique_ptr<MessageTransport> transport, ChannelLimits limits,
+                         bool round_robin, absl::Status error)
+    : target_(std::move(target)),
+      addresses_(std::move(addresses)),
+      limits_(limits),
+      round_robin_(round_robin && addresses_.size() > 1),
+      error_(std::move(error)),
+      spin_nanos_(transport != nullptr ? transport->spin_nanos() : 0),
+      transport_(std::move(transport)) {}
+
+ChannelImpl::~ChannelImpl() {
+  {
+    absl::MutexLock lock(&close_mu_);
+    closing_ = true;
+  }
+  // Completes the calls in flight (CANCELLED) on the transport's thread; they still read
+  // limits_ and the rest, so this comes before any other member goes.
+  transport_.reset();
+}
+
+std::shared_ptr<Channel> ChannelImpl::MakeChannel(std::unique_ptr<ChannelImpl> impl) {
+  return std::shared_ptr<Channel>(new Channel(std::move(impl)));
+}
+
+std::string ChannelImpl::DebugTarget() const {
+  if (!error_.ok()) return std::string(error_.message());
+  return absl::StrJoin(addresses_, ",", [](std::string* out, const transport::Address& a) {
+    out->append(PeerString(a));
+  });
+}
+
+const transport::Address& ChannelImpl::PickAddress() {
+  if (!round_robin_) return addresses_.front();
+  const uint32_t n = next_address_.fetch_add(1, std::memory_order_relaxed);
+  return addresses_[n % addresses_.size()];
+}
+
+void ChannelImpl::CancelRpc(uint64_t rpc_id, transport::Address dest, uint64_t call_id) {
+  Envelope cancel;
+  cancel.kind = EnvelopeKind::kCancel;
+  cancel.call_id = call_id;
+  transport::Buffer message(EncodedHeaderSize(cancel));
+  EncodeHeader(cancel, absl::Span<uint8_t>(message.data(), message.size()));
+  auto send_and_abort = [&](MessageTransport* transport) {
+    // The server answers a cancel (it may know the call or not); nobody needs the answer.
+    transport->SendRequest(
+        dest, std::move(message), [](absl::StatusOr<transport::Buffer>) {}, INT64_MAX);
+    // Last: on the transport's thread this completes the call inline (see the contract).
+    transport->Abort(rpc_id, absl::CancelledError("Cancelled"));
+  };
+  if (InCallbackThread()) {
+    // On the transport's own thread its destructor cannot run to the end meanwhile (it joins
+    // this thread first), so the lock is not held across the inline completion, whose user
+    // code could come back here.
+    MessageTransport* transport;
+    {
+      absl::ReaderMutexLock lock(&close_mu_);
+      if (closing_ || transport_ == nullptr) return;
+      transport = transport_.get();
+    }
+    send_and_abort(transport);
+    return;
+  }
+  // Elsewhere, the destructor must wait until we are done with the transport.
+  absl::ReaderMutexLock lock(&close_mu_);
+  if (closing_ || transport_ == nullptr) return;
+  send_and_abort(transport_.get());
+}
+
+}  // namespace internal
+}  // namespace homarpc

@@ -1,0 +1,368 @@
+// ClientCall: one unary call from encode to completion (client_call.h). A blocking call runs
+// on the caller's thread except for the transport callback, which only parks the outcome; an
+// asynchronous call completes on the transport's thread.
+//
+// DESIGN NOTES
+//
+// Allocation. A blocking call allocates nothing for its state: the ClientCall lives on the
+// caller's stack, and the context's active_call_ (a shared_ptr, because asynchronous calls
+// need an owner) is a non-owning alias of it (the aliasing constructor with an empty owner:
+// no control block, no reference count). That is safe because the caller does not return
+// before it has removed the alias from the context under the context's mutex, and TryCancel()
+// only dereferences active_call_ under that same mutex. An asynchronous call is one
+// make_shared; the context's active_call_ owns it until the completion callback moves it out.
+// The request is encoded straight into the one transport::Buffer that is sent (envelope header,
+// then the protobuf serialized in place); the response's bytes stay in the transport's Buffer,
+// which the context keeps so the server-metadata views stay valid; the payload is parsed from
+// it in place. The transport callback captures one raw pointer, so std::function stores it
+// without allocating.
+//
+// Waiting. A blocking caller spins for the transport's poll time (a sleeping thread costs
+// ~50 us to wake here, a whole small round trip costs less) with a CPU pause, yielding now and
+// then so that on a machine with few cores the loop threads it waits for get to run; then it
+// sleeps on an absl::Notification. The transport thread only stores the outcome and notifies:
+// envelope decoding and protobuf parsing happen on the caller's thread, so the loop goes back
+// to the network sooner. absl::Notification may be destroyed as soon as it has been notified
+// (its destructor waits for Notify() to leave), which the stack-allocated call relies on.
+//
+// Cancellation. TryCancel() (any thread, under the context's mutex) and Start() (the calling
+// thread) race: the transport RPC id is only known once SendRequest() returned, and the
+// response may even have arrived by then. Each side sets its flag (cancel_requested_, sent_)
+// and then reads the other's, both sequentially consistent, so at least one of them sees both
+// and cancels; cancel_done_ makes that happen once. A cancel seen before sending sends
+// nothing. Cancelling aborts the transport RPC (the caller sees CANCELLED at once) and sends
+// the server a kCancel envelope for the call id so that its IsCancelled() becomes true.
+// Aborting from a non-transport thread only posts to the transport, so TryCancel can do it
+// under the context's mutex; on the channel's own transport thread (TryCancel from inside a
+// completion callback) the abort completes the call inline, whose completion takes that mutex
+// and may run user code that destroys the context: there TryCancel releases the mutex first
+// (ClientCall::Cancel explains why the call is still alive then).
+//
+// Lifetime against the channel. Calls hold a raw ChannelImpl pointer: the caller holds the
+// channel while a call starts, and the transport completes every call (CANCELLED) inside
+// ~ChannelImpl before the rest of the channel goes. The cancel path is the one that can run
+// concurrently with that destructor; ChannelImpl::CancelRpc checks closing_ under close_mu_.
+//
+// Lock order: ClientContext::mu_ -> ChannelImpl::close_mu_ (the transport's own locks after).
+#include "runtime/client_call.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <thread>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "google/protobuf/message_lite.h"
+#include "runtime/envelope.h"
+#include "runtime/metadata.h"
+#include "transport/clock.h"
+
+namespace homarpc::internal {
+namespace {
+
+// The channel whose completion callback the current thread is running (see
+// ChannelImpl::InCallbackThread).
+thread_local const ChannelImpl* t_callback_channel = nullptr;
+
+class CallbackScope {
+ public:
+  explicit CallbackScope(const ChannelImpl* channel) : saved_(t_callback_channel) {
+    t_callback_channel = channel;
+  }
+  ~CallbackScope() { t_callback_channel = saved_; }
+
+ private:
+  const ChannelImpl* const saved_;
+};
+
+inline void CpuRelax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
+}
+
+size_t MetadataBytes(const std::vector<MetadataEntry>& entries) {
+  size_t total = 0;
+  for (const auto& [key, value] : entries) total += MetadataEntrySize(key, value);
+  return total;
+}
+
+}  // namespace
+
+bool ChannelImpl::InCallbackThread() const { return t_callback_channel == this; }
+
+Status ChannelImpl::BlockingUnaryCall(const RpcMethod& method, ClientContext* context,
+                                      const google::protobuf::MessageLite& request,
+                                      google::protobuf::MessageLite* response) {
+  return ClientCall::Blocking(*this, method, context, request, response);
+}
+
+void ChannelImpl::AsyncUnaryCall(const RpcMethod& method, ClientContext* context,
+                                 const google::protobuf::MessageLite* request,
+                                 google::protobuf::MessageLite* response,
+                                 std::function<void(Status)> on_done) {
+  ClientCall::Async(*this, method, context, *request, response, std::move(on_done));
+}
+
+Status ClientCall::Blocking(ChannelImpl& channel, const RpcMethod& method, ClientContext* context,
+                            const google::protobuf::MessageLite& request,
+                            google::protobuf::MessageLite* response) {
+  if (!channel.error_.ok()) {
+    return Status(StatusCode::UNAVAILABLE, std::string(channel.error_.message()));
+  }
+  if (channel.InCallbackThread()) {
+    // The response would have to be delivered by the very thread that would wait for it.
+    return Status(StatusCode::FAILED_PRECONDITION,
+                  "blocking call from a completion callback of the same channel would deadlock");
+  }
+  const uint64_t call_id = channel.next_call_id_.fetch_add(1, std::memory_order_relaxed);
+  int64_t deadline_nanos = INT64_MAX;
+  transport::Buffer buffer;
+  Status status = Encode(channel, method, *context, request, call_id, &deadline_nanos, &buffer);
+  if (!status.ok()) return status;
+  ClientCall call(&channel, context, response, nullptr);
+  // Non-owning alias (see DESIGN NOTES): `call` outlives its registration in the context.
+  const std::shared_ptr<ClientCall> alias(std::shared_ptr<ClientCall>(), &call);
+  status = call.Start(alias, call_id, std::move(buffer), deadline_nanos);
+  if (!status.ok()) return status;
+  return call.Wait();
+}
+
+void ClientCall::Async(ChannelImpl& channel, const RpcMethod& method, ClientContext* context,
+                       const google::protobuf::MessageLite& request,
+                       google::protobuf::MessageLite* response,
+                       std::function<void(Status)> on_done) {
+  if (!channel.error_.ok()) {
+    on_done(Status(StatusCode::UNAVAILABLE, std::string(channel.error_.message())));
+    return;
+  }
+  const uint64_t call_id = channel.next_call_id_.fetch_add(1, std::memory_order_relaxed);
+  int64_t deadline_nanos = INT64_MAX;
+  transport::Buffer buffer;
+  Status status = Encode(channel, method, *context, request, call_id, &deadline_nanos, &buffer);
+  if (!status.ok()) {
+    on_done(std::move(status));
+    return;
+  }
+  // `call` keeps the call alive until Start() returns even if it completes inside it.
+  auto call = std::make_shared<ClientCall>(&channel, context, response, std::move(on_done));
+  status = call->Start(call, call_id, std::move(buffer), deadline_nanos);
+  if (!status.ok()) {
+    std::function<void(Status)> done = std::move(call->on_done_);
+    done(std::move(status));
+  }
+}
+
+Status ClientCall::Encode(const ChannelImpl& channel, const RpcMethod& method,
+                          const ClientContext& context,
+                          const google::protobuf::MessageLite& request, uint64_t call_id,
+                          int64_t* deadline_nanos, transport::Buffer* out) {
+  const ChannelLimits& limits = channel.limits_;
+  Envelope envelope;
+  envelope.kind = EnvelopeKind::kRequest;
+  envelope.call_id = call_id;
+  envelope.method = method.name;
+
+  if (!context.metadata_.empty()) {
+    size_t bytes = 0;
+    envelope.metadata.reserve(context.metadata_.size());
+    for (const auto& [key, value] : context.metadata_) {
+      if (absl::Status s = ValidateMetadata(key, value, /*user_added=*/true); !s.ok()) {
+        return Status(StatusCode::INTERNAL, std::string(s.message()));
+      }
+      bytes += MetadataEntrySize(key, value);
+      envelope.metadata.emplace_back(key, value);
+    }
+    if (bytes > limits.max_metadata_bytes) {
+      return Status(StatusCode::RESOURCE_EXHAUSTED,
+                    absl::StrCat("request metadata larger than max (", bytes, " vs. ",
+                                 limits.max_metadata_bytes, " bytes)"));
+    }
+  }
+
+  if (context.deadline_ != std::chrono::system_clock::time_point::max()) {
+    const int64_t remaining = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                  context.deadline_ - std::chrono::system_clock::now())
+                                  .count();
+    if (remaining <= 0) return Status(StatusCode::DEADLINE_EXCEEDED, "Deadline Exceeded");
+    // Round up: a server must not see a deadline earlier than the client's.
+    envelope.timeout_micros =
+        (remaining + transport::kNanosPerMicro - 1) / transport::kNanosPerMicro;
+    const int64_t now = transport::MonotonicClock::Get()->NowNanos();
+    *deadline_nanos = remaining > INT64_MAX - now ? INT64_MAX : now + remaining;
+  }
+
+  const size_t payload = request.ByteSizeLong();
+  if (limits.max_send_bytes >= 0 && payload > static_cast<uint64_t>(limits.max_send_bytes)) {
+    return Status(StatusCode::RESOURCE_EXHAUSTED,
+                  absl::StrCat("Sent message larger than max (", payload, " vs. ",
+                               limits.max_send_bytes, ")"));
+  }
+  const size_t header = EncodedHeaderSize(envelope);
+  if (header + payload > limits.max_message_length) {
+    return Status(StatusCode::RESOURCE_EXHAUSTED,
+                  absl::StrCat("request of ", header + payload,
+                               " bytes exceeds the transport's message limit of ",
+                               limits.max_message_length));
+  }
+  transport::Buffer buffer(header + payload);
+  EncodeHeader(envelope, absl::Span<uint8_t>(buffer.data(), header));
+  request.SerializeWithCachedSizesToArray(buffer.data() + header);
+  *out = std::move(buffer);
+  return Status::OK;
+}
+
+Status ClientCall::Start(const std::shared_ptr<ClientCall>& self, uint64_t call_id,
+                         transport::Buffer request, int64_t deadline_nanos) {
+  ClientContext* const context = context_;
+  dest_ = channel_->PickAddress();
+  call_id_ = call_id;
+  {
+    absl::MutexLock lock(&context->mu_);
+    if (context->cancelled_) return Status(StatusCode::CANCELLED, "Cancelled");
+    if (context->active_call_ != nullptr) {
+      return Status(StatusCode::INTERNAL, "ClientContext is already used by a call in flight");
+    }
+    context->call_started_ = true;
+    context->active_call_ = self;
+    context->peer_ = dest_;
+  }
+  // Results of an earlier call on this context (gRPC forbids reuse; we tolerate it).
+  context->server_initial_metadata_.clear();
+  context->server_trailing_metadata_.clear();
+  context->response_message_ = transport::Buffer();
+
+  if (cancel_requested_.load()) {  // TryCancel() since we registered: send nothing
+    absl::MutexLock lock(&context->mu_);
+    context->active_call_.reset();
+    return Status(StatusCode::CANCELLED, "Cancelled");
+  }
+  ClientCall* const call = this;
+  rpc_id_ = channel_->transport_->SendRequest(
+      dest_, std::move(request),
+      [call](absl::StatusOr<transport::Buffer> response) {
+        call->OnTransportDone(std::move(response));
+      },
+      deadline_nanos);
+  // From here on an asynchronous call may have completed already (`self`, held by our
+  // caller, keeps the object alive); only this object's fields and the channel are touched.
+  sent_.store(true);
+  if (cancel_requested_.load()) CancelOnce();
+  return Status::OK;
+}
+
+Status ClientCall::Wait() {
+  const int64_t spin = channel_->spin_nanos_;
+  if (spin > 0 && !notification_.HasBeenNotified()) {
+    const transport::Clock* clock = transport::MonotonicClock::Get();
+    const int64_t start = clock->NowNanos();
+    for (uint32_t n = 1; !notification_.HasBeenNotified(); ++n) {
+      CpuRelax();
+      if (n % 16 != 0) continue;
+      if (clock->NowNanos() - start >= spin) break;
+      if (n % 256 == 0) std::this_thread::yield();
+    }
+  }
+  notification_.WaitForNotification();
+  {
+    absl::MutexLock lock(&context_->mu_);
+    context_->active_call_.reset();
+  }
+  return Complete(std::move(result_));
+}
+
+void ClientCall::OnTransportDone(absl::StatusOr<transport::Buffer> response) {
+  if (!on_done_) {  // blocking: the caller completes the call on its own thread
+    result_ = std::move(response);
+    notification_.Notify();
+    return;
+  }
+  // Take the context's reference: it keeps this call alive to the end of this function, and
+  // once it is gone TryCancel() no longer reaches the call.
+  std::shared_ptr<ClientCall> self;
+  {
+    absl::MutexLock lock(&context_->mu_);
+    self = std::move(context_->active_call_);
+  }
+  const CallbackScope scope(channel_);
+  Status status = Complete(std::move(response));
+  // Moved out so that whatever it captures is released here, inside the scope (it may hold
+  // the last reference to the channel: see Channel::~Channel). The context may be gone once
+  // it has run.
+  std::function<void(Status)> done = std::move(on_done_);
+  done(std::move(status));
+}
+
+Status ClientCall::Complete(absl::StatusOr<transport::Buffer> response) {
+  if (!response.ok()) return FromAbsl(response.status());
+  transport::Buffer message = std::move(*response);
+  absl::StatusOr<Envelope> envelope = Decode(message.span());
+  if (!envelope.ok()) {
+    return Status(StatusCode::INTERNAL,
+                  absl::StrCat("malformed response: ", envelope.status().message()));
+  }
+  if (envelope->kind != EnvelopeKind::kResponse || envelope->call_id != call_id_) {
+    return Status(StatusCode::INTERNAL, "response does not belong to this call");
+  }
+  const ChannelLimits& limits = channel_->limits_;
+  const size_t initial_bytes = MetadataBytes(envelope->metadata);
+  const size_t trailing_bytes = MetadataBytes(envelope->trailing_metadata);
+  if (initial_bytes > limits.max_metadata_bytes || trailing_bytes > limits.max_metadata_bytes) {
+    return Status(
+        StatusCode::RESOURCE_EXHAUSTED,
+        absl::StrCat("received metadata larger than max (", std::max(initial_bytes, trailing_bytes),
+                     " vs. ", limits.max_metadata_bytes, " bytes)"));
+  }
+  // The envelope's views point into the message's heap bytes, which do not move with it.
+  ClientContext* const context = context_;
+  context->response_message_ = std::move(message);
+  for (const auto& [key, value] : envelope->metadata) {
+    context->server_initial_metadata_.emplace(key, value);
+  }
+  for (const auto& [key, value] : envelope->trailing_metadata) {
+    context->server_trailing_metadata_.emplace(key, value);
+  }
+  if (envelope->status_code != StatusCode::OK) {
+    // Decode() admits only gRPC's codes 0..16 (PROTOCOL.md §14), all StatusCode values.
+    return Status(static_cast<StatusCode>(envelope->status_code),
+                  std::string(envelope->status_message), std::string(envelope->status_details));
+  }
+  const size_t payload = envelope->payload.size();
+  if (limits.max_receive_bytes >= 0 && payload > static_cast<uint64_t>(limits.max_receive_bytes)) {
+    return Status(StatusCode::RESOURCE_EXHAUSTED,
+                  absl::StrCat("Received message larger than max (", payload, " vs. ",
+                               limits.max_receive_bytes, ")"));
+  }
+  if (!response_->ParseFromArray(envelope->payload.data(), static_cast<int>(payload))) {
+    return Status(StatusCode::INTERNAL, "failed to parse response");
+  }
+  return Status::OK;
+}
+
+ClientCall* ClientCall::Cancel() {
+  cancel_requested_.store(true);
+  if (!sent_.load()) return nullptr;  // Start() will see the request and cancel
+  if (channel_->InCallbackThread()) {
+    // On this channel's transport thread (TryCancel from a completion callback): the abort
+    // would run this call's completion right here, under the context's mutex. Deferred to
+    // after the unlock. The call stays alive until then: its completion can only run on this
+    // thread -- unless a blocking call's already has (the caller may be finishing it now).
+    if (!on_done_ && notification_.HasBeenNotified()) return nullptr;
+    return this;
+  }
+  CancelOnce();
+  return nullptr;
+}
+
+void ClientCall::CancelOnce() {
+  if (cancel_done_.exchange(true)) return;
+  // By value: the abort inside may complete and free this call.
+  channel_->CancelRpc(rpc_id_, dest_, call_id_);
+}
+
+}  // namespace homarpc::internal

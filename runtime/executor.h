@@ -1,0 +1,48 @@
+// Executor: where a server runs sync handlers. Owned by the server (ServerImpl); tasks are
+// submitted from transport loop threads (and, rarely, from any thread).
+//
+// Two kinds:
+// - WorkerPool: N threads sharing one FIFO queue. Handlers may block. An idle worker spins
+//   (CPU pause, yielding now and then) for `spin_nanos` before sleeping on a condition
+//   variable, so a request that arrives within that window is picked up in well under a
+//   microsecond instead of paying a futex wake-up (~50 us on a loaded machine).
+// - Inline: runs the task on the submitting thread (the loop), for handlers that never block.
+//
+// Contract: Run() is thread-safe and every task submitted runs exactly once: on a worker,
+// or, once Shutdown() has begun, on the submitting thread. Shutdown() runs every queued task,
+// joins the workers, and must not be called from a task; it is idempotent. Destruction calls
+// Shutdown().
+#ifndef HOMARPC_RUNTIME_EXECUTOR_H_
+#define HOMARPC_RUNTIME_EXECUTOR_H_
+
+#include <cstdint>
+#include <memory>
+
+#include "absl/functional/any_invocable.h"
+
+namespace homarpc::internal {
+
+class Executor {
+ public:
+  using Task = absl::AnyInvocable<void() &&>;
+  virtual ~Executor() = default;
+  virtual void Run(Task task) = 0;
+  virtual void Shutdown() = 0;
+  // Threads owned by the executor (0 for inline).
+  virtual int num_threads() const = 0;
+};
+
+// Runs each task on the calling thread, at once.
+std::unique_ptr<Executor> NewInlineExecutor();
+
+// `threads` <= 0: max(2, hardware concurrency). `spin_nanos` <= 0: never spin, sleep at once.
+std::unique_ptr<Executor> NewWorkerPool(int threads, int64_t spin_nanos);
+
+// One step of a spin-wait: a CPU pause instruction; every `kYieldEvery` calls (counted by the
+// caller in `*spins`) a std::this_thread::yield() so that a spinner does not starve the thread
+// it waits for on a machine with few cores.
+void SpinPause(uint32_t* spins);
+
+}  // namespace homarpc::internal
+
+#endif  // HOMARPC_RUNTIME_EXECUTOR_H_

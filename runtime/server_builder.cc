@@ -1,0 +1,183 @@
+// ServerBuilder (server_builder.h): turns the builder's settings into a started ServerImpl.
+// One thread builds; nothing here is shared.
+//
+// Limits and the transport's message ceiling:
+// - receive limit: SetMaxReceiveMessageSize / kArgMaxReceiveMessageLength (whichever was set
+//   last), default 4 MiB; -1 (or any negative) = 64 MiB, the transport's default ceiling.
+// - send limit: SetMaxSendMessageSize / kArgMaxSendMessageLength, default -1 = 64 MiB.
+// - metadata: kArgMaxMetadataSize, default 8 KiB, per side (requests over it are answered
+//   RESOURCE_EXHAUSTED; so are responses whose metadata is over it).
+// - transport Config::max_message_length = max(receive, send) + 64 KiB for the envelope
+//   header, capped at 1 GiB (the wire's ceiling). A request above that is refused by the
+//   transport itself, which the client also sees as RESOURCE_EXHAUSTED.
+// Other arguments: kArgSpinMicros (loop poll time and worker spin, default 50),
+// kArgMtu, kArgIoBackend ("auto" | "uring" | "epoll"), kArgServerLoops (loops per port,
+// also SetNumLoops; whichever was set last).
+#include "runtime/server_builder.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "runtime/executor.h"
+#include "runtime/metadata.h"
+#include "runtime/server_impl.h"
+#include "runtime/target.h"
+#include "transport/clock.h"
+#include "transport/log.h"
+
+namespace homarpc {
+namespace {
+
+constexpr size_t kUnlimitedMessageBytes = size_t{64} << 20;  // what -1 means
+constexpr size_t kEnvelopeRoom = size_t{64} << 10;
+constexpr size_t kWireCeiling = size_t{1} << 30;
+constexpr int kDefaultSpinMicros = 50;
+
+size_t ResolveLimit(int value) {
+  if (value < 0) return kUnlimitedMessageBytes;
+  return std::min(static_cast<size_t>(value), kWireCeiling - kEnvelopeRoom);
+}
+
+}  // namespace
+
+ServerBuilder::ServerBuilder() = default;
+ServerBuilder::~ServerBuilder() = default;
+
+ServerBuilder& ServerBuilder::AddListeningPort(const std::string& addr_uri,
+                                               std::shared_ptr<ServerCredentials> creds,
+                                               int* selected_port) {
+  ports_.push_back(Port{addr_uri, selected_port});
+  return *this;
+}
+
+ServerBuilder& ServerBuilder::RegisterService(Service* service) {
+  services_.push_back(service);
+  return *this;
+}
+
+ServerBuilder& ServerBuilder::SetMaxReceiveMessageSize(int max_receive_message_size) {
+  max_receive_message_size_ = max_receive_message_size;
+  args_.SetInt(kArgMaxReceiveMessageLength, max_receive_message_size);
+  return *this;
+}
+
+ServerBuilder& ServerBuilder::SetMaxSendMessageSize(int max_send_message_size) {
+  max_send_message_size_ = max_send_message_size;
+  args_.SetInt(kArgMaxSendMessageLength, max_send_message_size);
+  return *this;
+}
+
+ServerBuilder& ServerBuilder::AddChannelArgument(const std::string& arg, int value) {
+  args_.SetInt(arg, value);
+  return *this;
+}
+
+ServerBuilder& ServerBuilder::AddChannelArgument(const std::string& arg, const std::string& value) {
+  args_.SetString(arg, value);
+  return *this;
+}
+
+ServerBuilder& ServerBuilder::SetNumLoops(int loops) {
+  num_loops_ = loops;
+  args_.SetInt(kArgServerLoops, loops);
+  return *this;
+}
+
+ServerBuilder& ServerBuilder::SetExecutor(ServerExecutor executor, int worker_threads) {
+  executor_ = executor;
+  worker_threads_ = worker_threads;
+  return *this;
+}
+
+void ServerBuilder::SetTransportFactoryForTesting(internal::TransportFactory factory) {
+  transport_factory_ = std::move(factory);
+}
+
+std::unique_ptr<Server> ServerBuilder::BuildAndStart() {
+  for (const Port& port : ports_) {
+    if (port.selected_port != nullptr) *port.selected_port = 0;
+  }
+
+  internal::ServerImpl::MethodMap methods;
+  for (const Service* service : services_) {
+    for (const internal::ServiceMethod& method : service->methods()) {
+      if (!methods.try_emplace(method.name, method.handler.get()).second) {
+        HOMARPC_LOG(ERROR) << "BuildAndStart: method " << method.name
+                           << " is registered twice (a service registered twice, or two "
+                              "services with the same name)";
+        return nullptr;
+      }
+    }
+  }
+
+  internal::ServerLimits limits;
+  limits.max_receive_message =
+      ResolveLimit(args_.GetInt(kArgMaxReceiveMessageLength, max_receive_message_size_));
+  limits.max_send_message =
+      ResolveLimit(args_.GetInt(kArgMaxSendMessageLength, max_send_message_size_));
+  const int metadata_limit =
+      args_.GetInt(kArgMaxMetadataSize, static_cast<int>(internal::kDefaultMaxMetadataBytes));
+  limits.max_metadata =
+      metadata_limit > 0 ? static_cast<size_t>(metadata_limit) : internal::kDefaultMaxMetadataBytes;
+  limits.max_message = std::min(
+      kWireCeiling, std::max(limits.max_receive_message, limits.max_send_message) + kEnvelopeRoom);
+
+  internal::UdpTransportOptions options;
+  transport::Config& config = options.endpoint.config;
+  config.max_message_length = static_cast<uint32_t>(limits.max_message);
+  const int spin_micros = std::max(0, args_.GetInt(kArgSpinMicros, kDefaultSpinMicros));
+  config.poll_usecs = static_cast<uint32_t>(spin_micros);
+  const int mtu = args_.GetInt(kArgMtu, 0);
+  if (mtu > 0) config.mtu = static_cast<uint32_t>(mtu);
+  if (const std::string* io = args_.GetString(kArgIoBackend); io != nullptr) {
+    if (*io == "auto") {
+      options.endpoint.io.kind = transport::IoKind::kAuto;
+    } else if (*io == "uring") {
+      options.endpoint.io.kind = transport::IoKind::kUring;
+    } else if (*io == "epoll") {
+      options.endpoint.io.kind = transport::IoKind::kEpoll;
+    } else {
+      HOMARPC_LOG(ERROR) << "BuildAndStart: " << kArgIoBackend << " must be auto, uring or "
+                         << "epoll, not \"" << *io << "\"";
+      return nullptr;
+    }
+  }
+  options.endpoint.num_loops = args_.GetInt(kArgServerLoops, num_loops_);
+  if (options.endpoint.num_loops < 1) {
+    HOMARPC_LOG(ERROR) << "BuildAndStart: the number of loops must be at least 1, not "
+                       << options.endpoint.num_loops;
+    return nullptr;
+  }
+
+  std::unique_ptr<internal::Executor> executor =
+      executor_ == ServerExecutor::kInline
+          ? internal::NewInlineExecutor()
+          : internal::NewWorkerPool(worker_threads_,
+                                    int64_t{spin_micros} * transport::kNanosPerMicro);
+  auto impl =
+      std::make_unique<internal::ServerImpl>(limits, std::move(methods), std::move(executor));
+  for (const Port& port : ports_) {
+    absl::StatusOr<transport::Address> address = internal::ResolveListenAddress(port.addr_uri);
+    absl::Status status = address.status();
+    if (status.ok()) {
+      internal::UdpTransportOptions port_options = options;
+      port_options.endpoint.io.bind_address = *address;
+      status = impl->AddPort(port_options, transport_factory_);
+    }
+    if (!status.ok()) {
+      HOMARPC_LOG(ERROR) << "BuildAndStart: cannot listen on " << port.addr_uri << ": "
+                         << status.ToString();
+      impl->AbortStart();
+      return nullptr;
+    }
+  }
+  impl->Start();
+  for (size_t i = 0; i < ports_.size(); ++i) {
+    if (ports_[i].selected_port != nullptr) {
+      *ports_[i].selected_port = impl->ports()[i]->address.port();
+    }
+  }
+  return std::unique_ptr<Server>(new Server(std::move(impl)));
+}
+
+}  // namespace homarpc

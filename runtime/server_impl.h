@@ -1,0 +1,159 @@
+// ServerImpl: the state behind a homarpc::Server (server.h) -- its listening ports and their
+// transports, the method registry, the executor, the live calls, and shutdown. Internal to
+// the runtime; built by ServerBuilder (server_builder.cc), implemented in server.cc.
+//
+// Threads: requests arrive on transport loop threads (OnRequest); calls finish on whichever
+// thread completes them (a worker, a loop, a thread calling ServerUnaryReactor::Finish);
+// Shutdown/Wait come from application threads. Everything here is thread-safe unless a
+// comment says otherwise.
+#ifndef HOMARPC_RUNTIME_SERVER_IMPL_H_
+#define HOMARPC_RUNTIME_SERVER_IMPL_H_
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
+#include "runtime/envelope.h"
+#include "runtime/executor.h"
+#include "runtime/message_transport.h"
+#include "runtime/metadata.h"
+#include "runtime/service.h"
+#include "transport/address.h"
+
+namespace homarpc::internal {
+
+class ServerCall;
+
+// Limits resolved by the builder (server_builder.cc documents the defaults).
+struct ServerLimits {
+  size_t max_receive_message = 4u << 20;           // request payload bytes
+  size_t max_send_message = 64u << 20;             // response payload bytes
+  size_t max_metadata = kDefaultMaxMetadataBytes;  // each side, as metadata.h counts it
+  size_t max_message = (64u << 20) + (64u << 10);  // whole Homa message (transport config)
+};
+
+// One listening port. `transport` is set once, before the server starts, and never changes
+// while loops run (request handlers read it without a lock); `owned` is released at the end
+// of shutdown.
+struct ServerPort {
+  transport::Address address;
+  MessageTransport* transport = nullptr;
+  std::unique_ptr<MessageTransport> owned;
+};
+
+class ServerImpl {
+ public:
+  // A registry entry; a null handler means "registered but not implemented" (streaming).
+  using MethodMap = absl::flat_hash_map<std::string, const MethodHandler*>;
+
+  ServerImpl(ServerLimits limits, MethodMap methods, std::unique_ptr<Executor> executor);
+  // Shuts down if nobody did (waiting for calls in flight), joins the asynchronous shutdown
+  // thread if one ran. Must not run on a handler thread of this server.
+  ~ServerImpl();
+  ServerImpl(const ServerImpl&) = delete;
+  ServerImpl& operator=(const ServerImpl&) = delete;
+
+  // Builder thread, before Start()/AbortStart(): creates a transport for `options` (through
+  // `factory` when set, else UDP) whose requests come here. Errors from the transport.
+  absl::Status AddPort(const UdpTransportOptions& options, const TransportFactory& factory);
+  const std::vector<std::unique_ptr<ServerPort>>& ports() const { return ports_; }
+  // Builder thread, once: requests that arrived since AddPort() (held on their loop threads)
+  // and all later ones are served.
+  void Start();
+  // Builder thread, instead of Start() when building failed: answers held requests
+  // UNAVAILABLE and releases the transports. The object may then only be destroyed.
+  void AbortStart();
+
+  // Server::Shutdown. `deadline_nanos` is on MonotonicClock; nullopt = wait for calls however
+  // long they take. Past the deadline every live call is cancelled (clients answered
+  // CANCELLED, IsCancelled() true, OnCancel run), and shutdown still waits for sync handlers
+  // to return and callback reactors to be finished, as gRPC does. From a handler (or OnCancel/OnDone) of this server the shutdown runs on a
+  // server-owned thread and this returns at once (waiting there would wait on ourselves).
+  // Otherwise returns when shutdown is complete; a second caller waits for the first.
+  void Shutdown(std::optional<int64_t> deadline_nanos);
+  // Server::Wait: blocks until a shutdown has completed.
+  void Wait();
+
+  const ServerLimits& limits() const { return limits_; }
+
+  // Called by ServerCall when its last hold is released (any thread): forgets the call, runs
+  // the reactor's OnDone, deletes the call.
+  void FinalizeCall(ServerCall* call);
+
+  // Requests that could not be decoded (each answered INTERNAL with call_id 0).
+  uint64_t bad_envelopes() const { return bad_envelopes_.load(std::memory_order_relaxed); }
+
+ private:
+  struct CallKey {
+    transport::Address peer;
+    uint64_t call_id;
+    friend bool operator==(const CallKey& a, const CallKey& b) {
+      return a.call_id == b.call_id && a.peer == b.peer;
+    }
+    template <typename H>
+    friend H AbslHashValue(H h, const CallKey& k) {
+      return H::combine(std::move(h), k.peer, k.call_id);
+    }
+  };
+
+  // Loop thread: everything that happens to one incoming Homa request.
+  void OnRequest(ServerPort* port, transport::IncomingRequest request);
+  void HandleCancel(ServerPort* port, const transport::IncomingRequest& request, uint64_t call_id);
+  // Adds `call` to the live set; false (nothing added) once shutting down.
+  bool Register(ServerCall* call, const CallKey& key);
+  void DoShutdown(std::optional<int64_t> deadline_nanos);
+  bool NoCallsLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(calls_mu_) {
+    return all_calls_.empty() && finalizing_ == 0;
+  }
+
+  const ServerLimits limits_;
+  const MethodMap methods_;
+  std::unique_ptr<Executor> executor_;
+  std::vector<std::unique_ptr<ServerPort>> ports_;  // fixed once started
+
+  // Loop threads hold requests until the builder has finished (Start or AbortStart).
+  absl::Notification started_;
+  std::atomic<bool> shutting_down_{false};
+  std::atomic<uint64_t> bad_envelopes_{0};
+
+  // Live calls: all of them (for shutdown) and by (client address, call id) for kCancel.
+  mutable absl::Mutex calls_mu_;
+  absl::flat_hash_set<ServerCall*> all_calls_ ABSL_GUARDED_BY(calls_mu_);
+  absl::flat_hash_map<CallKey, ServerCall*> by_id_ ABSL_GUARDED_BY(calls_mu_);
+  int finalizing_ ABSL_GUARDED_BY(calls_mu_) = 0;  // removed, OnDone not yet returned
+  bool accepting_ ABSL_GUARDED_BY(calls_mu_) = true;
+
+  absl::Mutex shutdown_mu_;
+  bool shutdown_started_ ABSL_GUARDED_BY(shutdown_mu_) = false;
+  bool shutdown_done_ ABSL_GUARDED_BY(shutdown_mu_) = false;
+  std::thread shutdown_thread_;  // set when Shutdown was called from a handler
+};
+
+// Marks the current thread as running application code (a handler, OnCancel, OnDone) for
+// `server`, so that Shutdown() from there does not wait on itself. Scopes nest.
+class UserCodeScope {
+ public:
+  explicit UserCodeScope(const ServerImpl* server);
+  ~UserCodeScope();
+  UserCodeScope(const UserCodeScope&) = delete;
+  UserCodeScope& operator=(const UserCodeScope&) = delete;
+  static bool InUserCodeOf(const ServerImpl* server);
+
+ private:
+  const ServerImpl* previous_;
+};
+
+}  // namespace homarpc::internal
+
+#endif  // HOMARPC_RUNTIME_SERVER_IMPL_H_
