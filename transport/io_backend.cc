@@ -156,8 +156,15 @@ absl::StatusOr<int> OpenUdpSocket(const IoOptions& options, Address* bound) {
     return ErrnoToStatus(err, what);
   };
   int one = 1;
-  if (addr.is_v6() && setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one)) != 0) {
-    return fail("setsockopt(IPV6_V6ONLY)");
+  if (addr.is_v6()) {
+    // The IPv6 wildcard "::" is dual-stack, as gRPC's "[::]:port" listens on both families:
+    // IPv4 peers then appear as v4-mapped addresses (::ffff:a.b.c.d). Any other IPv6 address
+    // is v6-only.
+    const auto* sin6 = reinterpret_cast<const sockaddr_in6*>(addr.sockaddr_ptr());
+    int v6only = IN6_IS_ADDR_UNSPECIFIED(&sin6->sin6_addr) ? 0 : 1;
+    if (setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &v6only, sizeof(v6only)) != 0) {
+      return fail("setsockopt(IPV6_V6ONLY)");
+    }
   }
   if (options.reuse_port && setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one)) != 0) {
     return fail("setsockopt(SO_REUSEPORT)");

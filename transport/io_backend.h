@@ -29,7 +29,8 @@ const char* IoKindName(IoKind kind);
 
 struct IoOptions {
   IoKind kind = IoKind::kAuto;
-  // Address to bind; port 0 picks one. IPv4 or IPv6 (an IPv6 socket is v6-only).
+  // Address to bind; port 0 picks one. IPv4 or IPv6. An IPv6 socket is v6-only, except one
+  // bound to the wildcard "::", which also serves IPv4 peers (as v4-mapped addresses).
   Address bind_address = Address::Loopback4(0);
   // SO_REUSEPORT, so several loops can share one server port.
   bool reuse_port = false;

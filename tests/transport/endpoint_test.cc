@@ -191,6 +191,27 @@ TEST_P(EndpointTest, Endpoint_Ipv6) {
   EXPECT_EQ(r->size(), 5000u);
 }
 
+TEST_P(EndpointTest, Endpoint_Ipv6WildcardServesIpv4Clients) {
+  // A server bound to "::" (gRPC's "[::]:port") answers IPv4 and IPv6 clients alike.
+  EndpointOptions so = Options();
+  so.io.bind_address = Address::Parse("[::]:0").value();
+  auto server = EchoServer(so);
+  if (server == nullptr) GTEST_SKIP() << "cannot bind [::] here";
+  const uint16_t port = server->local_address().port();
+  auto v4 = Endpoint::Create(Options());
+  ASSERT_TRUE(v4.ok());
+  absl::StatusOr<Buffer> r4 = (*v4)->Call(Address::Loopback4(port), Bytes(3000));
+  ASSERT_TRUE(r4.ok()) << r4.status();
+  EXPECT_EQ(r4->size(), 3000u);
+  EndpointOptions co6 = Options();
+  co6.io.bind_address = Address::Loopback6(0);
+  auto v6 = Endpoint::Create(co6);
+  if (!v6.ok()) GTEST_SKIP() << "no IPv6 loopback: " << v6.status();
+  absl::StatusOr<Buffer> r6 = (*v6)->Call(Address::Loopback6(port), Bytes(3000));
+  ASSERT_TRUE(r6.ok()) << r6.status();
+  EXPECT_EQ(r6->size(), 3000u);
+}
+
 TEST_P(EndpointTest, Endpoint_InlineLoopClient) {
   auto server = EchoServer(Options());
   EndpointOptions o = Options();
