@@ -41,8 +41,9 @@ namespace homarpc::internal {
 absl::StatusOr<std::vector<transport::Address>> ResolveTarget(absl::string_view target);
 
 // The address a server binds for `uri` (ServerBuilder::AddListeningPort): the same forms, a
-// port is required ("0" = any free port); "0.0.0.0" is IPv4 any, "[::]" IPv6 any, "localhost"
-// 127.0.0.1 (as above). Of several addresses, the first. Errors as ResolveTarget().
+// port is required ("0" = any free port); "0.0.0.0" is IPv4 any, "[::]" IPv6 any (dual-stack:
+// it serves IPv4 peers too), "localhost" 127.0.0.1 (as above). Of several addresses, the
+// first. Errors as ResolveTarget().
 absl::StatusOr<transport::Address> ResolveListenAddress(absl::string_view uri);
 
 // "ipv4:127.0.0.1:50051" / "ipv6:[::1]:50051", as gRPC's peer() strings.
