@@ -68,6 +68,8 @@ absl::StatusOr<RpcId> Engine::SendRequest(const Address& dest, Buffer request, u
 absl::Status Engine::SendResponse(const ServerRpcHandle& rpc, Buffer response) {
   return impl_->SendResponse(rpc, std::move(response));
 }
+void Engine::FlushAcks() { impl_->FlushAcks(); }
+
 void Engine::AbortClientRpc(RpcId id, absl::Status status) {
   impl_->AbortClientRpc(id, std::move(status));
 }

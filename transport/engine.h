@@ -137,6 +137,11 @@ class Engine {
   // a message's unscheduled prefix) are still on their way. The loop spins longer then.
   bool MidTransfer() const;
 
+  // Sends every acknowledgement still owed to servers now, instead of at the next tick (or
+  // piggybacked on the next request). An endpoint about to close calls it, so its servers
+  // free their RPCs at once rather than asking for acks nobody will send.
+  void FlushAcks();
+
   // Frees the state of RPCs that ended. Call only after the sink has flushed the packets
   // emitted so far (their payload spans point into these RPCs' buffers).
   void Reap();

@@ -103,6 +103,8 @@ class Engine::Impl {
   void SendSimple(const Address& to, wire::PacketType type, uint64_t sender_id);
   void SendRefused(const Address& to, uint64_t sender_id, wire::RefuseReason reason);
   void SendAcks(Peer* peer, uint64_t header_id);
+  // Sends the acks of every peer in peers_with_acks_ as explicit ACK packets.
+  void FlushAcks();
   void MaybeSendCutoffs(Peer* peer, uint16_t their_version);
   void ScheduleGrants();
   uint8_t UnschedPriorityFor(const Peer* peer, uint32_t length) const;

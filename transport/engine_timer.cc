@@ -46,13 +46,17 @@ int64_t Engine::Impl::NextTimerNanos() const {
   return next;
 }
 
-void Engine::Impl::Tick() {
-  const int64_t now = now_;
-  // Acks that found no DATA packet to ride on go out explicitly, so servers need not ask.
+void Engine::Impl::FlushAcks() {
   for (Peer* peer : peers_with_acks_) {
     while (!peer->pending_acks.empty()) SendAcks(peer, 0);
   }
   peers_with_acks_.clear();
+}
+
+void Engine::Impl::Tick() {
+  const int64_t now = now_;
+  // Acks that found no DATA packet to ride on go out explicitly, so servers need not ask.
+  FlushAcks();
 
   std::vector<Rpc*> rpcs;
   rpcs.reserve(client_rpcs_.size() + server_rpcs_.size());

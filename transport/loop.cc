@@ -154,6 +154,8 @@ void Loop::Shutdown() {
   shutting_down_ = true;
   RunPosted();
   FailAllClientRpcs();
+  // Servers we called would otherwise keep our answered RPCs until they give up asking.
+  engine_->FlushAcks();
   io_->Flush();
   engine_->Reap();
 }

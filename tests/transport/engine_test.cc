@@ -434,6 +434,24 @@ TEST_F(EngineTest, Engine_NeedAckWhenAckLost) {
   EXPECT_EQ(server->engine().stats().server_rpcs, 0u);
 }
 
+TEST_F(EngineTest, Engine_FlushAcksSendsOwedAcksAtOnce) {
+  EchoServer();
+  ASSERT_TRUE(client->engine().SendRequest(server->address(), Bytes(100), 0).ok());
+  net.Settle();  // packets only: no tick has run
+  ASSERT_EQ(client->responses.size(), 1u);
+  // The ack waits for the next request or tick; the server keeps the RPC meanwhile.
+  EXPECT_EQ(server->engine().stats().server_rpcs, 1u);
+  EXPECT_EQ(client->engine().stats().packets_sent[0x18], 0u);
+  // Expect: ACK now (a closing endpoint does this), and the server frees the RPC.
+  client->engine().FlushAcks();
+  net.Settle();
+  EXPECT_EQ(client->engine().stats().packets_sent[0x18], 1u);
+  EXPECT_EQ(server->engine().stats().server_rpcs, 0u);
+  // Nothing is owed any more: a second flush sends nothing.
+  client->engine().FlushAcks();
+  EXPECT_EQ(client->engine().stats().packets_sent[0x18], 1u);
+}
+
 TEST_F(EngineTest, Engine_UnackedServerRpcIsFreedEventually) {
   EchoServer();
   ASSERT_TRUE(client->engine().SendRequest(server->address(), Bytes(100), 0).ok());
