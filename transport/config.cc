@@ -13,6 +13,10 @@ absl::Status Config::Validate() const {
   if (max_message_length > wire::kMaxWireMessageLength) {
     return bad("max_message_length", absl::StrCat("must be at most ", wire::kMaxWireMessageLength));
   }
+  if (max_incoming_message_length > wire::kMaxWireMessageLength) {
+    return bad("max_incoming_message_length",
+               absl::StrCat("must be at most ", wire::kMaxWireMessageLength));
+  }
   if (num_priorities < 1 || num_priorities > 8) return bad("num_priorities", "must be in [1, 8]");
   for (size_t i = 1; i < unsched_cutoffs.size(); ++i) {
     if (unsched_cutoffs[i] > unsched_cutoffs[i - 1] && unsched_cutoffs[i - 1] != 0) {

@@ -21,6 +21,10 @@ struct Config {
   // Largest message accepted or sent. The Homa module stops at 1,000,000; KV-cache blocks need
   // more. Hard ceiling: 1 GiB (offsets are 32-bit on the wire).
   uint32_t max_message_length = 64u << 20;
+  // Largest message accepted from the network (requests on a server, responses on a client),
+  // when it should be smaller than what we send: longer ones are refused on their first packet
+  // (REFUSED kMessageTooLong), before any byte is buffered. 0 = max_message_length.
+  uint32_t max_incoming_message_length = 0;
 
   // ---- Unscheduled data and priorities ----
   uint32_t unsched_bytes = 40000;
@@ -79,6 +83,11 @@ struct Config {
 
   // Returns INVALID_ARGUMENT naming the first bad field.
   absl::Status Validate() const;
+
+  // The limit on incoming messages: max_incoming_message_length, or max_message_length.
+  uint32_t IncomingLimit() const {
+    return max_incoming_message_length != 0 ? max_incoming_message_length : max_message_length;
+  }
 
   // Payload bytes in one DATA packet for this MTU and address family.
   uint32_t PayloadPerPacket(bool ipv6) const;

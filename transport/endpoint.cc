@@ -4,6 +4,7 @@
 #include <atomic>
 #include <cassert>
 #include <thread>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
@@ -129,15 +130,21 @@ uint64_t Endpoint::SendRequest(const Address& dest, Buffer request, ResponseCall
     loop->StartClientRpc(token, dest, std::move(request), std::move(done), deadline_nanos);
     return token;
   }
-  // The callback is shared between the posted closure and the failure path below; only one
-  // of them runs it.
-  auto shared_done = std::make_shared<ResponseCallback>(std::move(done));
-  const bool posted = loop->Post(
-      [loop, token, dest, request = std::move(request), shared_done, deadline_nanos]() mutable {
-        loop->StartClientRpc(token, dest, std::move(request), std::move(*shared_done),
-                             deadline_nanos);
-      });
-  if (!posted) (*shared_done)(absl::CancelledError("endpoint shut down"));
+  // One allocation (the closure): when the loop has stopped and Post() destroys the closure
+  // unrun, the guard inside it fails the RPC, on this thread.
+  struct DoneGuard {
+    ResponseCallback done;
+    explicit DoneGuard(ResponseCallback d) : done(std::move(d)) {}
+    DoneGuard(DoneGuard&& other) noexcept : done(std::exchange(other.done, nullptr)) {}
+    ~DoneGuard() {
+      if (done) done(absl::CancelledError("endpoint shut down"));
+    }
+  };
+  loop->Post([loop, token, dest, request = std::move(request),
+              guard = DoneGuard(std::move(done)), deadline_nanos]() mutable {
+    loop->StartClientRpc(token, dest, std::move(request), std::exchange(guard.done, nullptr),
+                         deadline_nanos);
+  });
   return token;
 }
 

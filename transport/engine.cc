@@ -363,7 +363,7 @@ void Engine::Impl::HandleData(const Address& from, const wire::Packet& p) {
       const uint32_t len = p.data.message_length;
       wire::RefuseReason reason;
       bool refuse = false;
-      if (len > config_.max_message_length) {
+      if (len > config_.IncomingLimit()) {
         reason = wire::RefuseReason::kMessageTooLong;
         refuse = true;
       } else if (stats_.rx_bytes_held + len > config_.max_rx_bytes_held) {
@@ -427,7 +427,7 @@ Rpc* Engine::Impl::ServerRpcForData(const Address& from, const wire::Packet& p) 
     return nullptr;
   };
   if (!config_.accept_requests) return refuse(wire::RefuseReason::kNotServer);
-  if (len > config_.max_message_length) return refuse(wire::RefuseReason::kMessageTooLong);
+  if (len > config_.IncomingLimit()) return refuse(wire::RefuseReason::kMessageTooLong);
   if (stats_.rx_bytes_held + len > config_.max_rx_bytes_held) {
     return refuse(wire::RefuseReason::kNoMemory);
   }

@@ -64,14 +64,21 @@ bool Loop::Post(absl::AnyInvocable<void()> fn) {
 
 bool Loop::RunPosted() {
   if (posted_count_.load() == 0) return false;
+  // Two vectors trade places so neither loses its capacity: a Post() after a drain does not
+  // allocate. (A nested RunPosted, from Shutdown() inside a posted closure, finds spare_
+  // empty and merely allocates.)
   std::vector<absl::AnyInvocable<void()>> batch;
+  batch.swap(spare_posted_);
   {
     absl::MutexLock lock(&mu_);
     batch.swap(posted_);
     posted_count_.store(0);
   }
   for (auto& fn : batch) fn();
-  return !batch.empty();
+  const bool any = !batch.empty();
+  batch.clear();
+  spare_posted_.swap(batch);
+  return any;
 }
 
 void Loop::Run() {
@@ -130,6 +137,9 @@ bool Loop::RunDeadlines(int64_t now) {
   while (!deadlines_.empty() && deadlines_.top().first <= now) {
     const uint64_t token = deadlines_.top().second;
     deadlines_.pop();
+    // Entries of RPCs that finished in time are not work (counting them would restart the
+    // idle spin for nothing).
+    if (!pending_.contains(token)) continue;
     any = true;
     AbortClientRpc(token, absl::DeadlineExceededError("deadline exceeded"));
   }

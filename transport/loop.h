@@ -105,6 +105,7 @@ class Loop final : public EngineHandler {
 
   absl::Mutex mu_;
   std::vector<absl::AnyInvocable<void()>> posted_ ABSL_GUARDED_BY(mu_);
+  std::vector<absl::AnyInvocable<void()>> spare_posted_;  // loop thread: RunPosted's batch
   bool accepting_posts_ ABSL_GUARDED_BY(mu_) = true;
 
   // Client RPCs in flight on this loop: the caller's token -> engine id and callback.

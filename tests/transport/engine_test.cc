@@ -530,6 +530,50 @@ TEST(EngineLimits, Engine_ReceiverRefusesMessageAboveItsLimit) {
   EXPECT_EQ(server.engine().stats().server_rpcs, 0u);
 }
 
+TEST(EngineLimits, Engine_IncomingLimitBelowOutgoing) {
+  // Each side sends up to 64 MiB but accepts at most 1000 bytes: a 5000-byte request is
+  // refused by the server on its first packet, a 5000-byte response by the client, and a
+  // 1000-byte message passes both ways.
+  Config c;
+  c.max_incoming_message_length = 1000;
+  ManualClock clock;
+  Host client(c, &clock, Address::Parse("10.0.0.1:40000").value());
+  Host server(c, &clock, Address::Parse("10.0.0.2:5000").value());
+  auto exchange = [&] {
+    for (int round = 0; round < 100 && (!client.outbox.empty() || !server.outbox.empty());
+         ++round) {
+      while (!client.outbox.empty()) {
+        server.engine().HandlePacket(client.address(), client.outbox.front().bytes);
+        client.outbox.pop_front();
+      }
+      while (!server.outbox.empty()) {
+        client.engine().HandlePacket(server.address(), server.outbox.front().bytes);
+        server.outbox.pop_front();
+      }
+    }
+  };
+  // Request too long for the server.
+  ASSERT_TRUE(client.engine().SendRequest(server.address(), Bytes(5000), 1).ok());
+  exchange();
+  ASSERT_EQ(client.responses.size(), 1u);
+  EXPECT_EQ(client.responses[0].result.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(server.requests.size(), 0u);
+  // Response too long for the client.
+  server.auto_respond = [](const std::string&) { return Bytes(5000); };
+  ASSERT_TRUE(client.engine().SendRequest(server.address(), Bytes(1000), 2).ok());
+  exchange();
+  ASSERT_EQ(client.responses.size(), 2u);
+  EXPECT_EQ(client.responses[1].result.status().code(), absl::StatusCode::kResourceExhausted)
+      << client.responses[1].result.status();
+  // At the limit: delivered.
+  server.auto_respond = [](const std::string&) { return Bytes(1000); };
+  ASSERT_TRUE(client.engine().SendRequest(server.address(), Bytes(1000), 3).ok());
+  exchange();
+  ASSERT_EQ(client.responses.size(), 3u);
+  ASSERT_TRUE(client.responses[2].result.ok()) << client.responses[2].result.status();
+  EXPECT_EQ(client.responses[2].result->size(), 1000u);
+}
+
 TEST_F(EngineTest, Engine_MalformedPacketsDroppedAndCounted) {
   EchoServer();
   ASSERT_TRUE(client->engine().SendRequest(server->address(), Bytes(5000), 0).ok());
