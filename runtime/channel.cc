@@ -15,10 +15,31 @@
 // flight with CANCELLED on its own thread. Channel::~Channel cannot do that synchronously
 // when it runs on that very thread (the last reference to the channel dropped inside one of
 // its completion callbacks): the transport would join its own thread. It hands the
-// ChannelImpl to a short-lived thread that destroys it instead.
+// ChannelImpl to the Reaper, which destroys it on a thread of its own.
+//
+// DESIGN NOTES (the Reaper)
+//
+// Some other thread has to destroy such a ChannelImpl, and somebody has to join that thread.
+// A detached thread was the first version; it can still be running when the process exits
+// (main returns just after the last callback), and then it races the static destructors: the
+// transport reads MonotonicClock's function-local static, the CANCELLED callbacks it runs are
+// user code touching user statics. Posting the teardown to the transport itself is no better:
+// its loop is the thread to be joined. The only owner that outlives every channel is the
+// process, so the Reaper is process-wide, against STYLE.md's habit: it is created on first
+// use (the first deferred teardown) and never destroyed (it stays usable during static
+// destruction), and an atexit handler registered at that moment joins every teardown thread
+// still running. Handlers registered with atexit run before the destructors of the statics
+// that were constructed before them ([basic.start.term]), so whatever the teardown uses
+// (constructed by the channel's earlier calls) is still alive while it is joined. Finished
+// teardown threads are joined whenever a new one is handed over, so they do not pile up.
+// After the exit handler ran, a teardown (one started by a callback that runs during another
+// teardown) gets a detached thread, the only option left, and the process exit ends it.
 #include "runtime/channel.h"
 
 #include <algorithm>
+#include <atomic>
+#include <cstdlib>
+#include <list>
 #include <memory>
 #include <string>
 #include <thread>
@@ -27,6 +48,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/synchronization/mutex.h"
 #include "runtime/client_call.h"
 #include "runtime/envelope.h"
 #include "runtime/metadata.h"
@@ -149,6 +171,77 @@ std::shared_ptr<Channel> NewChannel(const std::string& target, const ChannelArgu
       target, std::move(addresses), std::move(transport), limits, round_robin, std::move(error)));
 }
 
+// Destroys channels on threads of their own and joins those threads (see DESIGN NOTES).
+class Reaper {
+ public:
+  // The process's one Reaper: created on first use, never destroyed.
+  static Reaper& Get() {
+    static Reaper* const reaper = [] {
+      auto* created = new Reaper();
+      std::atexit([] { Get().JoinAll(); });
+      return created;
+    }();
+    return *reaper;
+  }
+
+  // Destroys `impl` on a new thread; returns at once.
+  void Destroy(std::unique_ptr<internal::ChannelImpl> impl) {
+    absl::MutexLock lock(&mu_);
+    JoinFinishedLocked();
+    if (exiting_) {
+      std::thread([impl = std::move(impl)]() mutable { impl.reset(); }).detach();
+      return;
+    }
+    Job& job = jobs_.emplace_back();
+    // `job` keeps its address in the list until the thread has been joined.
+    job.thread = std::thread([impl = std::move(impl), &job]() mutable {
+      impl.reset();
+      job.done.store(true, std::memory_order_release);
+    });
+  }
+
+ private:
+  struct Job {
+    std::thread thread;
+    std::atomic<bool> done{false};
+  };
+
+  Reaper() = default;
+
+  void JoinFinishedLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    for (auto it = jobs_.begin(); it != jobs_.end();) {
+      if (!it->done.load(std::memory_order_acquire)) {
+        ++it;
+        continue;
+      }
+      it->thread.join();  // its function has returned: the thread is ending
+      it = jobs_.erase(it);
+    }
+  }
+
+  // At exit. The lock is not held while joining: a teardown runs user callbacks, which may
+  // hand another channel over (it then gets a detached thread).
+  void JoinAll() {
+    std::list<Job> jobs;
+    {
+      absl::MutexLock lock(&mu_);
+      exiting_ = true;
+      jobs.swap(jobs_);  // nodes keep their addresses
+    }
+    for (Job& job : jobs) {
+      if (job.thread.get_id() == std::this_thread::get_id()) {
+        job.thread.detach();  // exit() called by a teardown itself
+      } else {
+        job.thread.join();
+      }
+    }
+  }
+
+  absl::Mutex mu_;
+  std::list<Job> jobs_ ABSL_GUARDED_BY(mu_);
+  bool exiting_ ABSL_GUARDED_BY(mu_) = false;
+};
+
 }  // namespace
 
 // ---- ChannelArguments, credentials, creation ----
@@ -196,7 +289,7 @@ Channel::Channel(std::unique_ptr<internal::ChannelImpl> impl) : impl_(std::move(
 Channel::~Channel() {
   if (impl_ != nullptr && impl_->InCallbackThread()) {
     // On the channel's own transport thread (see the file comment): destroy it elsewhere.
-    std::thread([impl = std::move(impl_)]() mutable { impl.reset(); }).detach();
+    Reaper::Get().Destroy(std::move(impl_));
   }
 }
 
@@ -221,10 +314,13 @@ void Channel::AsyncUnaryCall(const internal::RpcMethod& method, ClientContext* c
 
 namespace internal {
 
+std::atomic<uint64_t> ChannelImpl::next_id_{1};
+
 ChannelImpl::ChannelImpl(std::string target, std::vector<transport::Address> addresses,
                          std::unique_ptr<MessageTransport> transport, ChannelLimits limits,
                          bool round_robin, absl::Status error)
-    : target_(std::move(target)),
+    : id_(next_id_.fetch_add(1, std::memory_order_relaxed)),
+      target_(std::move(target)),
       addresses_(std::move(addresses)),
       limits_(limits),
       round_robin_(round_robin && addresses_.size() > 1),

@@ -8,7 +8,12 @@
 // target resolved to; calls go to them round-robin. Homa has no connections, so there is
 // nothing to connect or reconnect: the first call sends its request at once. Channels and
 // stubs are thread-safe and meant to be shared; a channel lives as long as any stub holds it.
-// Calls still in flight when the last reference goes fail CANCELLED.
+// Calls still in flight when the last reference goes fail CANCELLED: their callbacks run
+// before the destructor returns. The last reference may also be dropped inside one of the
+// channel's own completion callbacks; the channel is then destroyed (its other calls
+// cancelled) on a thread of homarpc's own after that callback returns, and a process that
+// exits meanwhile first waits for that, from an atexit handler (so a callback that calls
+// exit() while such a teardown is waiting for it deadlocks).
 //
 // Targets (resolved once, when the channel is created):
 //   host:port, [v6addr]:port          DNS or numeric, like gRPC's default scheme
@@ -41,6 +46,8 @@ namespace homarpc {
 // Channel argument keys. gRPC's own names are accepted where the meaning is the same.
 inline constexpr char kArgMaxReceiveMessageLength[] = "grpc.max_receive_message_length";
 inline constexpr char kArgMaxSendMessageLength[] = "grpc.max_send_message_length";
+// Bytes of metadata per list (key + value + 32 per entry), each side; default 8 KiB; 0 or
+// negative = 0 bytes: no metadata at all (channels and servers read it the same way).
 inline constexpr char kArgMaxMetadataSize[] = "grpc.max_metadata_size";
 inline constexpr char kArgLoadBalancingPolicy[] = "grpc.lb_policy_name";
 // homarpc's own: microseconds a waiting thread or idle loop spins before sleeping (default 50).
@@ -54,6 +61,9 @@ inline constexpr char kArgIoBackend[] = "homarpc.io_backend";
 inline constexpr char kArgUnavailableTimeoutMs[] = "homarpc.unavailable_timeout_ms";
 // Loop threads of a server (ServerBuilder::AddChannelArgument), default 1.
 inline constexpr char kArgServerLoops[] = "homarpc.server_loops";
+// Live calls a server holds at once; beyond it RESOURCE_EXHAUSTED (ServerBuilder::
+// SetMaxConcurrentCalls). Default 100000; 0 or negative = no bound.
+inline constexpr char kArgMaxConcurrentCalls[] = "homarpc.max_concurrent_calls";
 
 // Only insecure credentials exist: homarpc is for trusted datacenter fabrics (no TLS yet).
 class ChannelCredentials {
@@ -115,8 +125,19 @@ class Channel final {
 
   // Used by generated stubs. `request` is read before the call returns (blocking) or before
   // AsyncUnaryCall returns (its bytes are serialized then); `response` and `context` must
-  // live until the call completes. `on_done` runs exactly once, on a channel thread (do not
-  // block in it), or on the calling thread when the call fails before anything is sent.
+  // live until the call completes.
+  //
+  // `on_done` runs exactly once, normally on the channel's thread (do not block in it). It
+  // runs inline instead, on the calling thread and before AsyncUnaryCall returns, when the
+  // call fails before anything is sent: the target did not resolve, metadata or request is
+  // invalid or over a limit, the deadline has passed, the context was cancelled or is in use
+  // by another call. So a caller must not hold, across AsyncUnaryCall, a lock that on_done
+  // takes. That includes AsyncUnaryCall called from a completion callback on the channel's
+  // own thread: on_done then runs nested inside that callback, and there also when the
+  // transport fails the send at once (e.g. CANCELLED while the channel is being destroyed).
+  //
+  // BlockingUnaryCall from a completion callback of the same channel fails
+  // FAILED_PRECONDITION at once (it would wait for its own thread).
   Status BlockingUnaryCall(const internal::RpcMethod& method, ClientContext* context,
                            const google::protobuf::MessageLite& request,
                            google::protobuf::MessageLite* response);

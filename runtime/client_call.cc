@@ -56,6 +56,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "google/protobuf/message_lite.h"
+#include "runtime/deadline.h"
 #include "runtime/envelope.h"
 #include "runtime/metadata.h"
 #include "transport/clock.h"
@@ -63,19 +64,19 @@
 namespace homarpc::internal {
 namespace {
 
-// The channel whose completion callback the current thread is running (see
-// ChannelImpl::InCallbackThread).
-thread_local const ChannelImpl* t_callback_channel = nullptr;
+// The id of the channel whose completion callback the current thread is running, 0 for none
+// (see ChannelImpl::InCallbackThread).
+thread_local uint64_t t_callback_channel = 0;
 
 class CallbackScope {
  public:
-  explicit CallbackScope(const ChannelImpl* channel) : saved_(t_callback_channel) {
-    t_callback_channel = channel;
+  explicit CallbackScope(uint64_t channel_id) : saved_(t_callback_channel) {
+    t_callback_channel = channel_id;
   }
   ~CallbackScope() { t_callback_channel = saved_; }
 
  private:
-  const ChannelImpl* const saved_;
+  const uint64_t saved_;
 };
 
 inline void CpuRelax() {
@@ -86,15 +87,9 @@ inline void CpuRelax() {
 #endif
 }
 
-size_t MetadataBytes(const std::vector<MetadataEntry>& entries) {
-  size_t total = 0;
-  for (const auto& [key, value] : entries) total += MetadataEntrySize(key, value);
-  return total;
-}
-
 }  // namespace
 
-bool ChannelImpl::InCallbackThread() const { return t_callback_channel == this; }
+bool ChannelImpl::InCallbackThread() const { return t_callback_channel == id_; }
 
 Status ChannelImpl::BlockingUnaryCall(const RpcMethod& method, ClientContext* context,
                                       const google::protobuf::MessageLite& request,
@@ -186,15 +181,22 @@ Status ClientCall::Encode(const ChannelImpl& channel, const RpcMethod& method,
   }
 
   if (context.deadline_ != std::chrono::system_clock::time_point::max()) {
-    const int64_t remaining = std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                  context.deadline_ - std::chrono::system_clock::now())
-                                  .count();
-    if (remaining <= 0) return Status(StatusCode::DEADLINE_EXCEEDED, "Deadline Exceeded");
-    // Round up: a server must not see a deadline earlier than the client's.
-    envelope.timeout_micros =
-        (remaining + transport::kNanosPerMicro - 1) / transport::kNanosPerMicro;
-    const int64_t now = transport::MonotonicClock::Get()->NowNanos();
-    *deadline_nanos = remaining > INT64_MAX - now ? INT64_MAX : now + remaining;
+    // Compared before subtracting: the deadline may be time_point::min() or centuries away,
+    // and the difference of two time points need not fit (deadline.h).
+    const std::chrono::system_clock::time_point now = std::chrono::system_clock::now();
+    if (context.deadline_ <= now) return Status(StatusCode::DEADLINE_EXCEEDED, "Deadline Exceeded");
+    const int64_t remaining =
+        SaturatingDurationCast<std::chrono::nanoseconds>(
+            SaturatingSub(context.deadline_.time_since_epoch(), now.time_since_epoch()))
+            .count();  // > 0
+    // Round up: a server must not see a deadline earlier than the client's. No overflow:
+    // remaining / 1000 + 1 is far below INT64_MAX.
+    envelope.timeout_micros = remaining / transport::kNanosPerMicro +
+                              (remaining % transport::kNanosPerMicro != 0 ? 1 : 0);
+    *deadline_nanos =
+        SaturatingAdd(std::chrono::nanoseconds(transport::MonotonicClock::Get()->NowNanos()),
+                      std::chrono::nanoseconds(remaining))
+            .count();  // INT64_MAX (none) when saturated
   }
 
   const size_t payload = request.ByteSizeLong();
@@ -289,7 +291,7 @@ void ClientCall::OnTransportDone(absl::StatusOr<transport::Buffer> response) {
     absl::MutexLock lock(&context_->mu_);
     self = std::move(context_->active_call_);
   }
-  const CallbackScope scope(channel_);
+  const CallbackScope scope(channel_->id_);
   Status status = Complete(std::move(response));
   // Moved out so that whatever it captures is released here, inside the scope (it may hold
   // the last reference to the channel: see Channel::~Channel). The context may be gone once
@@ -301,22 +303,23 @@ void ClientCall::OnTransportDone(absl::StatusOr<transport::Buffer> response) {
 Status ClientCall::Complete(absl::StatusOr<transport::Buffer> response) {
   if (!response.ok()) return FromAbsl(response.status());
   transport::Buffer message = std::move(*response);
-  absl::StatusOr<Envelope> envelope = Decode(message.span());
+  const ChannelLimits& limits = channel_->limits_;
+  // The metadata limit applies while decoding, so that a response made of many tiny entries
+  // costs no more memory than the limit allows (envelope.h).
+  absl::StatusOr<Envelope> envelope = Decode(message.span(), limits.max_metadata_bytes);
   if (!envelope.ok()) {
+    if (envelope.status().code() == absl::StatusCode::kResourceExhausted) {
+      return Status(StatusCode::RESOURCE_EXHAUSTED,
+                    absl::StrCat("received ", envelope.status().message()));
+    }
     return Status(StatusCode::INTERNAL,
                   absl::StrCat("malformed response: ", envelope.status().message()));
   }
   if (envelope->kind != EnvelopeKind::kResponse || envelope->call_id != call_id_) {
     return Status(StatusCode::INTERNAL, "response does not belong to this call");
   }
-  const ChannelLimits& limits = channel_->limits_;
-  const size_t initial_bytes = MetadataBytes(envelope->metadata);
-  const size_t trailing_bytes = MetadataBytes(envelope->trailing_metadata);
-  if (initial_bytes > limits.max_metadata_bytes || trailing_bytes > limits.max_metadata_bytes) {
-    return Status(
-        StatusCode::RESOURCE_EXHAUSTED,
-        absl::StrCat("received metadata larger than max (", std::max(initial_bytes, trailing_bytes),
-                     " vs. ", limits.max_metadata_bytes, " bytes)"));
+  if ((envelope->flags & kFlagCompressed) != 0) {  // PROTOCOL.md §14.7
+    return Status(StatusCode::INTERNAL, "compressed responses are not supported");
   }
   // The envelope's views point into the message's heap bytes, which do not move with it.
   ClientContext* const context = context_;

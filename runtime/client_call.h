@@ -75,7 +75,8 @@ class ChannelImpl {
 
   // True when the calling thread is running a completion callback of this channel (where a
   // blocking call on it would wait on itself, and where the channel must not be destroyed
-  // synchronously: see Channel::~Channel).
+  // synchronously: see Channel::~Channel). Goes by the channel's id, not its address, which a
+  // later channel may reuse.
   bool InCallbackThread() const;
 
  private:
@@ -88,6 +89,9 @@ class ChannelImpl {
   // from any thread, also while the channel is being destroyed (then a no-op).
   void CancelRpc(uint64_t rpc_id, transport::Address dest, uint64_t call_id);
 
+  // Unique in the process (the thread-local InCallbackThread() mark holds it).
+  static std::atomic<uint64_t> next_id_;
+  const uint64_t id_;
   const std::string target_;
   const std::vector<transport::Address> addresses_;
   const ChannelLimits limits_;

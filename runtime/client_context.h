@@ -13,11 +13,11 @@
 #include <map>
 #include <memory>
 #include <string>
-#include <type_traits>
 #include <utility>
 #include <vector>
 
 #include "absl/synchronization/mutex.h"
+#include "runtime/deadline.h"
 #include "runtime/metadata.h"
 #include "transport/address.h"
 #include "transport/buffer.h"
@@ -53,8 +53,11 @@ class ClientContext {
   ClientContext(const ClientContext&) = delete;
   ClientContext& operator=(const ClientContext&) = delete;
 
-  // A context for a call made while serving `server_context`: inherits its deadline and, when
-  // the server call is cancelled before this call starts, starts cancelled.
+  // A context for a call made while serving `server_context` (which must be alive now only):
+  // inherits its deadline and, when the server call is already cancelled at this moment
+  // (IsCancelled()), starts cancelled, so that its call fails CANCELLED without sending.
+  // Checked once, here: a server call cancelled after this returns does not reach the context
+  // or its call (gRPC propagates that too; homarpc does not yet).
   static std::unique_ptr<ClientContext> FromServerContext(
       const ServerContextBase& server_context, PropagationOptions options = PropagationOptions());
   static std::unique_ptr<ClientContext> FromCallbackServerContext(
@@ -68,21 +71,20 @@ class ClientContext {
   void AddMetadata(const std::string& meta_key, const std::string& meta_value);
 
   // Absolute deadline; the call fails DEADLINE_EXCEEDED once it passes and the server sees it
-  // as cancelled. Any std::chrono clock (converted through system_clock). Default: none.
+  // as cancelled. Any std::chrono clock and duration type: a system_clock deadline is kept
+  // as it is; another clock's is taken as the time left until it on that clock, counted
+  // from now. Extremes saturate instead of overflowing: a deadline beyond what
+  // system_clock::time_point can represent (time_point::max() of any clock, a deadline in
+  // seconds centuries away) means no deadline; one before its range has passed. Default: none.
   template <typename Clock, typename Duration>
   void set_deadline(const std::chrono::time_point<Clock, Duration>& deadline) {
-    if constexpr (std::is_same_v<Clock, std::chrono::system_clock>) {
-      deadline_ = std::chrono::time_point_cast<std::chrono::system_clock::duration>(deadline);
-    } else {
-      deadline_ = std::chrono::system_clock::now() +
-                  std::chrono::duration_cast<std::chrono::system_clock::duration>(
-                      deadline - Clock::now());
-    }
+    deadline_ = internal::ToSystemDeadline(deadline);
   }
-  // homarpc: deadline = now + timeout.
+  // homarpc: deadline = now + timeout, saturating as set_deadline (duration::max(), or any
+  // timeout reaching past system_clock's range, means no deadline).
   template <typename Rep, typename Period>
   void set_timeout(std::chrono::duration<Rep, Period> timeout) {
-    set_deadline(std::chrono::system_clock::now() + timeout);
+    deadline_ = internal::DeadlineAfter(timeout);
   }
   // system_clock::time_point::max() when no deadline is set.
   std::chrono::system_clock::time_point deadline() const { return deadline_; }

@@ -2,7 +2,8 @@
 // proto/PROTOCOL.md §14). Owned by the runtime; stateless functions, safe from any thread.
 //
 // Decode() runs once per received request and response. It reads each byte at most once and
-// allocates nothing but the two metadata vectors (and a Status, on the error path only).
+// allocates nothing but the two metadata vectors (and a Status, on the error path only),
+// whose size the caller's metadata limit bounds (checked before each entry is stored).
 //
 // DESIGN NOTES
 // - Fields are read and written with explicit byte shifts on a byte pointer, as in
@@ -24,6 +25,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "runtime/metadata.h"
 
 namespace homarpc::internal {
 namespace {
@@ -249,7 +251,7 @@ void EncodeHeader(const Envelope& envelope, absl::Span<uint8_t> out) {
   Store32(start + kOffSectionBytes, static_cast<uint32_t>(p - start - kEnvelopeHeaderBytes));
 }
 
-absl::StatusOr<Envelope> Decode(absl::Span<const uint8_t> message) {
+absl::StatusOr<Envelope> Decode(absl::Span<const uint8_t> message, size_t max_metadata_bytes) {
   const size_t size = message.size();
   const uint8_t* const m = message.data();
 
@@ -286,6 +288,9 @@ absl::StatusOr<Envelope> Decode(absl::Span<const uint8_t> message) {
   // Checks 6-11: the sections, in order.
   const size_t sections_end = kEnvelopeHeaderBytes + section_bytes;
   uint32_t seen = 0;  // bit t: a single-use section of type t was seen
+  // MetadataEntrySize sums of the two lists, checked against max_metadata_bytes.
+  size_t metadata_bytes = 0;
+  size_t trailing_bytes = 0;
   size_t offset = kEnvelopeHeaderBytes;
   while (offset < sections_end) {
     const size_t start = offset;
@@ -365,9 +370,17 @@ absl::StatusOr<Envelope> Decode(absl::Span<const uint8_t> message) {
         }
         MetadataEntry entry(View(value + kKeyLenBytes, key_len),
                             View(value + kKeyLenBytes + key_len, length - kKeyLenBytes - key_len));
-        auto& list =
-            section == SectionType::kMetadata ? envelope.metadata : envelope.trailing_metadata;
-        list.push_back(entry);
+        // Counted before it is stored. No overflow: each entry adds at most its section's
+        // length + 32, and the sections fit in the message.
+        const bool trailing = section == SectionType::kTrailingMetadata;
+        size_t& bytes = trailing ? trailing_bytes : metadata_bytes;
+        bytes += MetadataEntrySize(entry.first, entry.second);
+        if (bytes > max_metadata_bytes) {
+          return absl::ResourceExhaustedError(
+              absl::StrCat(trailing ? "trailing " : "", "metadata of at least ", bytes,
+                           " bytes exceeds the limit of ", max_metadata_bytes));
+        }
+        (trailing ? envelope.trailing_metadata : envelope.metadata).push_back(entry);
         break;
       }
     }

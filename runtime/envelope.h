@@ -90,7 +90,19 @@ void EncodeHeader(const Envelope& envelope, absl::Span<uint8_t> out);
 // a malformed value (timeout not 8 bytes or above 2^63-1, status code not 4 bytes or above
 // 16, metadata key length past its section), a cancel with a payload. Sections may come in
 // any order. Metadata is checked for structure only (not against metadata.h's key rules).
-absl::StatusOr<Envelope> Decode(absl::Span<const uint8_t> message);
+//
+// `max_metadata_bytes` is the receiver's metadata limit, applied while decoding: each list
+// (metadata, trailing_metadata) is counted as metadata.h counts it (MetadataEntrySize: key +
+// value + 32 per entry), and as soon as one list's count passes the limit Decode stops with
+// RESOURCE_EXHAUSTED ("metadata of at least N bytes exceeds the limit of M", "trailing
+// metadata ..." for the trailers), N being the count when it passed. So a decoded envelope
+// never holds more than about max_metadata_bytes / 32 entries per list, whatever the message
+// (a message of 7-byte empty entries would otherwise cost 32 bytes of views per 7 bytes
+// received). The check runs in message order with the structural ones (PROTOCOL.md §14.6), so
+// a message over the limit that is also malformed further on fails RESOURCE_EXHAUSTED. The
+// default, SIZE_MAX, is no limit.
+absl::StatusOr<Envelope> Decode(absl::Span<const uint8_t> message,
+                                size_t max_metadata_bytes = SIZE_MAX);
 
 // The call_id of a message Decode() may have rejected, so an error reply can still name the
 // call: bytes 12..19 when the message has a whole header (that position is fixed across

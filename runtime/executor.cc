@@ -5,10 +5,13 @@
 //   limited by the lock; what matters is the hand-off from the loop thread to a worker, which
 //   sits on every sync call's latency path. Per-worker queues with stealing were rejected: more
 //   code, and on the small machines this runs on (2-16 cores) they buy nothing measurable.
-// - Idle workers spin before sleeping. A spinning worker watches `queued_` (an atomic mirror
-//   of the queue length), so Run() only takes the mutex and pushes: no futex wake-up when a
-//   worker is spinning. A worker that stops spinning always re-checks the queue under the
-//   mutex before it sleeps, so no task is missed whatever `spinners_` said.
+// - An idle worker spins before sleeping, but only one at a time: it watches `queued_` (an
+//   atomic mirror of the queue length), so Run() only takes the mutex and pushes: no futex
+//   wake-up when a worker is spinning. The others sleep at once: on a 2-core machine several
+//   spinning workers took the CPU the loops need to receive the next request, and one spinner
+//   already catches the next task; a burst wakes sleepers (below). A worker that stops
+//   spinning always re-checks the queue under the mutex before it sleeps, so no task is
+//   missed whatever `spinners_` said.
 // - Run() signals a sleeper only when the queue holds more tasks than there are spinners (a
 //   spinner will take one); a worker that takes a task and leaves more behind passes the
 //   signal on, so a burst wakes as many workers as it needs.
@@ -41,6 +44,7 @@ class InlineExecutor final : public Executor {
   void Run(Task task) override { std::move(task)(); }
   void Shutdown() override {}
   int num_threads() const override { return 0; }
+  int sleeping_threads() const override { return 0; }
 };
 
 class WorkerPool final : public Executor {
@@ -81,10 +85,15 @@ class WorkerPool final : public Executor {
 
   int num_threads() const override { return num_threads_; }
 
+  int sleeping_threads() const override {
+    absl::MutexLock lock(&mu_);
+    return sleepers_;
+  }
+
  private:
   void WorkerMain() {
     for (;;) {
-      if (spin_nanos_ > 0 && queued_.load(std::memory_order_acquire) == 0) Spin();
+      if (spin_nanos_ > 0 && queued_.load(std::memory_order_acquire) == 0) MaybeSpin();
       mu_.Lock();
       while (queue_.empty() && !stopping_) {
         ++sleepers_;
@@ -107,9 +116,11 @@ class WorkerPool final : public Executor {
     }
   }
 
-  // Returns when a task may be queued, the spin time is up, or the pool is stopping.
-  void Spin() {
-    spinners_.fetch_add(1, std::memory_order_acq_rel);
+  // Unless another worker spins already: returns when a task may be queued, the spin time is
+  // up, or the pool is stopping.
+  void MaybeSpin() {
+    int none = 0;
+    if (!spinners_.compare_exchange_strong(none, 1, std::memory_order_acq_rel)) return;
     const transport::MonotonicClock* clock = transport::MonotonicClock::Get();
     const int64_t deadline = clock->NowNanos() + spin_nanos_;
     uint32_t spins = 0;
@@ -126,14 +137,14 @@ class WorkerPool final : public Executor {
   std::vector<std::thread> threads_;  // written only by the constructor and Shutdown()
 
   absl::Mutex shutdown_mu_;
-  absl::Mutex mu_;
+  mutable absl::Mutex mu_;
   absl::CondVar cv_;
   std::deque<Task> queue_ ABSL_GUARDED_BY(mu_);
   int sleepers_ ABSL_GUARDED_BY(mu_) = 0;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   // Read by spinners without the mutex.
   std::atomic<size_t> queued_{0};
-  std::atomic<int> spinners_{0};
+  std::atomic<int> spinners_{0};  // 0 or 1
   std::atomic<bool> stop_spinning_{false};
 };
 

@@ -2,10 +2,11 @@
 // submitted from transport loop threads (and, rarely, from any thread).
 //
 // Two kinds:
-// - WorkerPool: N threads sharing one FIFO queue. Handlers may block. An idle worker spins
-//   (CPU pause, yielding now and then) for `spin_nanos` before sleeping on a condition
-//   variable, so a request that arrives within that window is picked up in well under a
-//   microsecond instead of paying a futex wake-up (~50 us on a loaded machine).
+// - WorkerPool: N threads sharing one FIFO queue. Handlers may block. One idle worker at a
+//   time spins (CPU pause, yielding now and then) for `spin_nanos` before sleeping on a
+//   condition variable, so a request that arrives within that window is picked up in well
+//   under a microsecond instead of paying a futex wake-up (~50 us on a loaded machine); the
+//   other idle workers sleep at once, leaving the cores to the loops.
 // - Inline: runs the task on the submitting thread (the loop), for handlers that never block.
 //
 // Contract: Run() is thread-safe and every task submitted runs exactly once: on a worker,
@@ -30,6 +31,8 @@ class Executor {
   virtual void Shutdown() = 0;
   // Threads owned by the executor (0 for inline).
   virtual int num_threads() const = 0;
+  // Idle threads asleep (not spinning) right now; 0 for inline. For tests and stats.
+  virtual int sleeping_threads() const = 0;
 };
 
 // Runs each task on the calling thread, at once.

@@ -9,8 +9,10 @@
 //   deadline passed; RESOURCE_EXHAUSTED: too large; CANCELLED: aborted or shutting down).
 // - Requests reach the RequestHandler on a transport thread, which must not block for long;
 //   Reply() is thread-safe and is called exactly once per request (the runtime guarantees it).
-// - Destroying the transport stops its threads; client RPCs still in flight complete first
-//   with CANCELLED. Nothing is delivered afterwards.
+// - Stop() (and destruction, which calls it) stops the transport's threads; client RPCs still
+//   in flight complete first with CANCELLED. Nothing is delivered afterwards. An owner whose
+//   RequestHandler or callbacks point at objects it is about to tear down calls Stop() first,
+//   while those objects are still whole (a server does, before destroying its transports).
 #ifndef HOMARPC_RUNTIME_MESSAGE_TRANSPORT_H_
 #define HOMARPC_RUNTIME_MESSAGE_TRANSPORT_H_
 
@@ -44,6 +46,14 @@ class MessageTransport {
   // Server RPCs the transport still holds (response not yet fully sent and acknowledged);
   // a draining server waits for 0. Thread-safe; may be slow (it asks every loop).
   virtual uint64_t live_server_rpcs() const = 0;
+  // Stops and joins the transport's threads. When it returns no callback (RequestHandler,
+  // response `done`) runs any more and none is running; client RPCs that were in flight have
+  // completed CANCELLED. Afterwards Reply() and Abort() do nothing, SendRequest() fails
+  // CANCELLED (its `done` may then run on the calling thread) and live_server_rpcs() is 0.
+  // Callbacks that run while Stop() is under way may still call Reply() and the rest; what
+  // they send may be dropped. Idempotent and thread-safe (a second caller waits for the
+  // first); not from this transport's own callbacks (it would wait for itself).
+  virtual void Stop() = 0;
 };
 
 // Options for Homa over UDP, gathered from ChannelArguments / ServerBuilder.

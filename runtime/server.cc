@@ -1,5 +1,5 @@
 // Server and ServerImpl (server.h, server_impl.h): request dispatch, the live-call registry,
-// and shutdown.
+// the deadline timer, and shutdown.
 //
 // DESIGN NOTES
 // - Dispatch happens on the loop thread that received the request: decode the envelope,
@@ -9,16 +9,33 @@
 //   one response (the transport holds server state until it does).
 // - Requests that reach a loop before BuildAndStart() has finished wait on `started_` (the
 //   ports' transports are still being written); a loop thread waits only during start-up.
-// - Live calls sit in `all_calls_` (for shutdown) and `by_id_` (client address + call id, for
-//   kCancel). A cancel that arrives before its call (separate Homa messages may be reordered)
-//   finds nothing and is answered OK; the call then runs to completion. A client that reuses
-//   a call id while the first call lives gets the second call served but not cancellable.
+// - Live calls sit in `by_id_` (client address + call id, for kCancel; `unkeyed_` for a call
+//   whose id its client reused while the first lived: served, not cancellable). A cancel that
+//   arrives before its call (separate Homa messages may be reordered) finds nothing and is
+//   answered OK; the call then runs to completion. One lock acquisition registers a call
+//   (admission: shutting down, max_concurrent_calls) and one forgets it; OnDone runs before
+//   the call is forgotten, so shutdown, which waits for the registry to empty, also waits
+//   for OnDone.
 //   TODO(perf): one mutex for the registry serves every loop; shard it per loop if several
 //   loops ever contend on it.
+// - Deadline timer: one min-heap per server (DeadlineHeap, intrusive: a call remembers its
+//   slot, so forgetting a call before its deadline is O(log n) and needs no search), guarded
+//   by the registry's own mutex so it costs no extra lock: a call with a deadline is pushed
+//   when it is registered and erased when it is forgotten; a call without one never touches
+//   it. One thread sleeps on a CondVar (of that mutex) until the earliest deadline; Register
+//   signals it only when the new deadline is earlier than the one it sleeps until, so the
+//   usual case (deadlines later than the earliest, or the thread busy) wakes nobody. When a
+//   deadline passes the thread takes a hold on the call (under the mutex, as kCancel does)
+//   and cancels it with DEADLINE_EXCEEDED: IsCancelled() turns true, the client is answered
+//   (if it was not yet), a callback reactor gets OnCancel once. Per-loop timers were
+//   rejected: the server does not own the loops (the transport does), and calls finish on
+//   workers and application threads, so a per-loop heap would need a lock anyway.
 // - Shutdown: stop registering (new requests -> UNAVAILABLE), wait for the live calls; past
 //   the deadline cancel them (their clients get CANCELLED now; handlers see IsCancelled) and
-//   wait for their handlers to return, as gRPC does. Then stop the executor, give the
-//   transports up to max(deadline, now + 1 s) to get responses acknowledged, and destroy them.
+//   wait for their handlers to return, as gRPC does. Then stop the timer and the executor,
+//   give the transports up to max(deadline, now + 1 s) to get responses acknowledged, stop
+//   them (MessageTransport::Stop joins their threads, so no loop calls into the server any
+//   more) and destroy them.
 //   From a handler, Shutdown cannot wait for itself: it starts the same sequence on a
 //   server-owned thread and returns; Wait() and ~Server (from other threads) see it through.
 //
@@ -27,6 +44,7 @@
 
 #include <algorithm>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
@@ -68,6 +86,7 @@ ServerImpl::ServerImpl(ServerLimits limits, MethodMap methods, std::unique_ptr<E
 ServerImpl::~ServerImpl() {
   Shutdown(std::nullopt);
   if (shutdown_thread_.joinable()) shutdown_thread_.join();
+  if (timer_thread_.joinable()) timer_thread_.join();  // joined by shutdown already
 }
 
 absl::Status ServerImpl::AddPort(const UdpTransportOptions& options,
@@ -88,7 +107,10 @@ absl::Status ServerImpl::AddPort(const UdpTransportOptions& options,
   return absl::OkStatus();
 }
 
-void ServerImpl::Start() { started_.Notify(); }
+void ServerImpl::Start() {
+  timer_thread_ = std::thread([this] { DeadlineTimerMain(); });
+  started_.Notify();
+}
 
 void ServerImpl::AbortStart() {
   {
@@ -97,6 +119,7 @@ void ServerImpl::AbortStart() {
     shutting_down_.store(true, std::memory_order_release);
   }
   started_.Notify();  // held requests now get UNAVAILABLE
+  for (auto& port : ports_) port->transport->Stop();
   for (auto& port : ports_) port->owned.reset();
   executor_->Shutdown();
   absl::MutexLock lock(&shutdown_mu_);
@@ -112,16 +135,31 @@ void ServerImpl::OnRequest(ServerPort* port, transport::IncomingRequest request)
     transport->Reply(request, EncodeStatusResponse(call_id, status));
   };
 
-  absl::StatusOr<Envelope> decoded = Decode(request.payload.span());
+  // Decode applies the metadata limit as it goes (PROTOCOL.md 14.6), so an oversized list is
+  // never materialized.
+  absl::StatusOr<Envelope> decoded = Decode(request.payload.span(), limits_.max_metadata);
   if (!decoded.ok()) {
-    // We cannot trust any field, call_id included; the client matches responses by Homa RPC,
-    // so call_id 0 still reaches the right caller.
+    // No field can be trusted but the call_id, whose place is fixed in every version
+    // (PROTOCOL.md 14.11): echo it so the client can tell which call failed.
+    const std::optional<uint64_t> call_id = PeekCallId(request.payload.span());
+    if (decoded.status().code() == absl::StatusCode::kResourceExhausted) {
+      answer(call_id.value_or(0),  // a whole header was read before any metadata
+             Status(StatusCode::RESOURCE_EXHAUSTED,
+                    absl::StrCat("request ", decoded.status().message())));
+      return;
+    }
     if (bad_envelopes_.fetch_add(1, std::memory_order_relaxed) < kBadEnvelopesLogged) {
       HOMARPC_LOG(WARNING) << "undecodable request from " << request.peer.ToString() << ": "
                            << decoded.status().message();
     }
-    answer(0, Status(StatusCode::INTERNAL,
-                     absl::StrCat("undecodable request: ", decoded.status().message())));
+    if (!call_id.has_value()) {
+      // Shorter than a header: nothing to echo. An empty response releases the transport's
+      // RPC; the client cannot decode it, which fails its call INTERNAL (PROTOCOL.md 14.7).
+      transport->Reply(request, transport::Buffer());
+      return;
+    }
+    answer(*call_id, Status(StatusCode::INTERNAL,
+                            absl::StrCat("undecodable request: ", decoded.status().message())));
     return;
   }
   const Envelope& envelope = *decoded;
@@ -134,6 +172,15 @@ void ServerImpl::OnRequest(ServerPort* port, transport::IncomingRequest request)
            Status(StatusCode::INTERNAL,
                   absl::StrCat("unexpected envelope kind ", static_cast<int>(envelope.kind),
                                " in a request")));
+    return;
+  }
+  // PROTOCOL.md 14.7: what version 1 reserves is refused, never misread.
+  if (envelope.stream_id != 0 || envelope.sequence != 0) {
+    answer(envelope.call_id, Status(StatusCode::UNIMPLEMENTED, "streaming is not supported yet"));
+    return;
+  }
+  if ((envelope.flags & kFlagCompressed) != 0) {
+    answer(envelope.call_id, Status(StatusCode::UNIMPLEMENTED, "compression is not supported"));
     return;
   }
   if (shutting_down_.load(std::memory_order_acquire)) {
@@ -152,17 +199,6 @@ void ServerImpl::OnRequest(ServerPort* port, transport::IncomingRequest request)
            Status(StatusCode::UNIMPLEMENTED, "streaming methods are not supported yet"));
     return;
   }
-  size_t metadata_bytes = 0;
-  for (const MetadataEntry& e : envelope.metadata) {
-    metadata_bytes += MetadataEntrySize(e.first, e.second);
-  }
-  if (metadata_bytes > limits_.max_metadata) {
-    answer(envelope.call_id,
-           Status(StatusCode::RESOURCE_EXHAUSTED,
-                  absl::StrCat("request metadata of ", metadata_bytes,
-                               " bytes exceeds the server's limit of ", limits_.max_metadata)));
-    return;
-  }
   if (envelope.payload.size() > limits_.max_receive_message) {
     answer(envelope.call_id,
            Status(StatusCode::RESOURCE_EXHAUSTED,
@@ -170,24 +206,28 @@ void ServerImpl::OnRequest(ServerPort* port, transport::IncomingRequest request)
                                " vs. ", limits_.max_receive_message, ")")));
     return;
   }
-  std::unique_ptr<CallMessages> messages = handler->NewMessages();
-  if (!messages->request()->ParseFromArray(envelope.payload.data(),
-                                           static_cast<int>(envelope.payload.size()))) {
+  // One allocation: the call with its request and response; the request is parsed in place.
+  // The method name is the registry's key (methods_ is immutable, so its keys stay put).
+  ServerCall* call = ServerCall::Create(this, transport, request, envelope, &method->first, handler,
+                                        arrival_nanos);
+  if (call == nullptr) {
     answer(envelope.call_id,
            Status(StatusCode::INTERNAL,
                   absl::StrCat("failed to parse the request for ", AsAbsl(envelope.method))));
     return;
   }
-
-  // The call takes the request message over; `envelope` views stay valid (same bytes).
-  auto* call = new ServerCall(this, transport, std::move(request), envelope, method->first, handler,
-                              std::move(messages), arrival_nanos);
-  if (!Register(call, CallKey{call->client(), call->call_id()})) {
-    call->Reject(Status(StatusCode::UNAVAILABLE, "server shutting down"));
-    delete call;
-    return;
+  switch (Register(call)) {
+    case Admission::kAdmitted:
+      call->Start(executor_.get());
+      return;
+    case Admission::kShuttingDown:
+      call->Reject(Status(StatusCode::UNAVAILABLE, "server shutting down"));
+      break;
+    case Admission::kOverloaded:
+      call->Reject(Status(StatusCode::RESOURCE_EXHAUSTED, "server overloaded"));
+      break;
   }
-  call->Start(executor_.get());
+  ServerCall::Destroy(call);
 }
 
 void ServerImpl::HandleCancel(ServerPort* port, const transport::IncomingRequest& request,
@@ -205,26 +245,80 @@ void ServerImpl::HandleCancel(ServerPort* port, const transport::IncomingRequest
   port->transport->Reply(request, EncodeStatusResponse(call_id, Status()));
 }
 
-bool ServerImpl::Register(ServerCall* call, const CallKey& key) {
+ServerImpl::Admission ServerImpl::Register(ServerCall* call) {
   absl::MutexLock lock(&calls_mu_);
-  if (!accepting_) return false;
-  all_calls_.insert(call);
-  by_id_.try_emplace(key, call);
-  return true;
+  if (!accepting_) return Admission::kShuttingDown;
+  if (by_id_.size() + unkeyed_.size() >= limits_.max_concurrent_calls) {
+    return Admission::kOverloaded;
+  }
+  if (!by_id_.try_emplace(CallKey{call->client(), call->call_id()}, call).second) {
+    unkeyed_.insert(call);
+  }
+  if (call->deadline_nanos() != INT64_MAX) {
+    deadlines_.Push(call);
+    // Wake the timer only if it sleeps past this deadline (kTimerAwake: it will look).
+    if (call->deadline_nanos() < timer_wake_nanos_) timer_cv_.Signal();
+  }
+  return Admission::kAdmitted;
 }
 
 void ServerImpl::FinalizeCall(ServerCall* call) {
+  // No hold is left, so nobody else runs the call's code; a kCancel lookup, the timer or a
+  // shutdown may still find it in the registry, but TryAddHold refuses it.
+  call->RunOnDone();
   {
     absl::MutexLock lock(&calls_mu_);
     auto it = by_id_.find(CallKey{call->client(), call->call_id()});
-    if (it != by_id_.end() && it->second == call) by_id_.erase(it);
-    all_calls_.erase(call);
-    ++finalizing_;
+    if (it != by_id_.end() && it->second == call) {
+      by_id_.erase(it);
+    } else {
+      unkeyed_.erase(call);
+    }
+    deadlines_.Erase(call);  // does nothing without a deadline, or after the timer popped it
   }
-  call->RunOnDone();
-  delete call;
-  absl::MutexLock lock(&calls_mu_);
-  --finalizing_;
+  // Frees only the call's own memory; shutdown joins every thread that may get here (workers,
+  // loops, the timer) before the server goes, so the server need not wait for this.
+  ServerCall::Destroy(call);
+}
+
+void ServerImpl::DeadlineTimerMain() {
+  std::vector<ServerCall*> due;
+  calls_mu_.Lock();
+  while (!timer_stop_) {
+    const int64_t next = deadlines_.next_deadline();
+    const int64_t now = NowNanos();
+    if (next > now) {
+      timer_wake_nanos_ = next;
+      if (next == INT64_MAX) {
+        timer_cv_.Wait(&calls_mu_);
+      } else {
+        timer_cv_.WaitWithTimeout(&calls_mu_, absl::Nanoseconds(next - now));
+      }
+      timer_wake_nanos_ = kTimerAwake;
+      continue;
+    }
+    while (!deadlines_.empty() && deadlines_.next_deadline() <= now) {
+      ServerCall* call = deadlines_.Pop();
+      if (call->TryAddHold()) due.push_back(call);  // else: finalizing, forgotten soon
+    }
+    calls_mu_.Unlock();
+    for (ServerCall* call : due) {
+      call->Cancel(DeadlineExceededStatus());
+      call->Release();
+    }
+    due.clear();
+    calls_mu_.Lock();
+  }
+  calls_mu_.Unlock();
+}
+
+void ServerImpl::StopDeadlineTimer() {
+  {
+    absl::MutexLock lock(&calls_mu_);
+    timer_stop_ = true;
+    timer_cv_.Signal();
+  }
+  if (timer_thread_.joinable()) timer_thread_.join();
 }
 
 void ServerImpl::Shutdown(std::optional<int64_t> deadline_nanos) {
@@ -268,8 +362,11 @@ void ServerImpl::DoShutdown(std::optional<int64_t> deadline_nanos) {
     std::vector<ServerCall*> held;
     {
       absl::MutexLock lock(&calls_mu_);
-      held.reserve(all_calls_.size());
-      for (ServerCall* call : all_calls_) {
+      held.reserve(by_id_.size() + unkeyed_.size());
+      for (const auto& [key, call] : by_id_) {
+        if (call->TryAddHold()) held.push_back(call);
+      }
+      for (ServerCall* call : unkeyed_) {
         if (call->TryAddHold()) held.push_back(call);
       }
     }
@@ -280,6 +377,7 @@ void ServerImpl::DoShutdown(std::optional<int64_t> deadline_nanos) {
     absl::MutexLock lock(&calls_mu_);
     calls_mu_.Await(no_calls);  // handlers still running return when they notice
   }
+  StopDeadlineTimer();
   executor_->Shutdown();
 
   // Responses handed to the transports are still being sent or awaiting acknowledgement.
@@ -290,6 +388,9 @@ void ServerImpl::DoShutdown(std::optional<int64_t> deadline_nanos) {
       absl::SleepFor(absl::Microseconds(500));
     }
   }
+  // Join the loops before the transports go: until Stop() returns a loop may still be in
+  // OnRequest (answering "server shutting down").
+  for (auto& port : ports_) port->transport->Stop();
   for (auto& port : ports_) port->owned.reset();
 
   absl::MutexLock lock(&shutdown_mu_);

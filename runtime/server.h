@@ -18,6 +18,8 @@
 #include <string>
 #include <vector>
 
+#include "runtime/deadline.h"
+
 namespace homarpc {
 
 // Only insecure credentials exist (see ChannelCredentials).
@@ -44,8 +46,8 @@ class Server final {
   // have returned. Any std::chrono time point.
   template <typename Clock, typename Duration>
   void Shutdown(const std::chrono::time_point<Clock, Duration>& deadline) {
-    ShutdownWithTimeout(std::chrono::duration_cast<std::chrono::nanoseconds>(
-        deadline - Clock::now()));
+    // Saturating: a deadline beyond what nanoseconds hold means none (deadline.h).
+    ShutdownWithTimeout(internal::TimeUntil(deadline));
   }
   // Blocks until Shutdown() has completed (from another thread).
   void Wait();

@@ -6,7 +6,10 @@
 //   last), default 4 MiB; -1 (or any negative) = 64 MiB, the transport's default ceiling.
 // - send limit: SetMaxSendMessageSize / kArgMaxSendMessageLength, default -1 = 64 MiB.
 // - metadata: kArgMaxMetadataSize, default 8 KiB, per side (requests over it are answered
-//   RESOURCE_EXHAUSTED; so are responses whose metadata is over it).
+//   RESOURCE_EXHAUSTED; so are responses whose metadata is over it). 0 or negative = 0 bytes,
+//   i.e. no metadata at all, as the channel reads the same argument (channel.cc).
+// - live calls: SetMaxConcurrentCalls / kArgMaxConcurrentCalls, default 100000; 0 or
+//   negative = no bound.
 // - transport Config::max_message_length = max(receive, send) + 64 KiB for the envelope
 //   header, capped at 1 GiB (the wire's ceiling). A request above that is refused by the
 //   transport itself, which the client also sees as RESOURCE_EXHAUSTED.
@@ -16,6 +19,7 @@
 #include "runtime/server_builder.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <utility>
 
 #include "runtime/executor.h"
@@ -83,6 +87,12 @@ ServerBuilder& ServerBuilder::SetNumLoops(int loops) {
   return *this;
 }
 
+ServerBuilder& ServerBuilder::SetMaxConcurrentCalls(int max_calls) {
+  max_concurrent_calls_ = max_calls;
+  args_.SetInt(kArgMaxConcurrentCalls, max_calls);
+  return *this;
+}
+
 ServerBuilder& ServerBuilder::SetExecutor(ServerExecutor executor, int worker_threads) {
   executor_ = executor;
   worker_threads_ = worker_threads;
@@ -117,8 +127,9 @@ std::unique_ptr<Server> ServerBuilder::BuildAndStart() {
       ResolveLimit(args_.GetInt(kArgMaxSendMessageLength, max_send_message_size_));
   const int metadata_limit =
       args_.GetInt(kArgMaxMetadataSize, static_cast<int>(internal::kDefaultMaxMetadataBytes));
-  limits.max_metadata =
-      metadata_limit > 0 ? static_cast<size_t>(metadata_limit) : internal::kDefaultMaxMetadataBytes;
+  limits.max_metadata = static_cast<size_t>(std::max(metadata_limit, 0));
+  const int max_calls = args_.GetInt(kArgMaxConcurrentCalls, max_concurrent_calls_);
+  limits.max_concurrent_calls = max_calls > 0 ? static_cast<size_t>(max_calls) : SIZE_MAX;
   limits.max_message = std::min(
       kWireCeiling, std::max(limits.max_receive_message, limits.max_send_message) + kEnvelopeRoom);
 

@@ -54,7 +54,8 @@ class ServerBuilder {
     return SetMaxReceiveMessageSize(max_message_size);
   }
   // Channel-argument keys from channel.h: kArgSpinMicros, kArgMtu, kArgIoBackend,
-  // kArgMaxMetadataSize, kArgServerLoops, kArgMaxReceiveMessageLength, ...
+  // kArgMaxMetadataSize, kArgServerLoops, kArgMaxReceiveMessageLength,
+  // kArgMaxConcurrentCalls, ...
   ServerBuilder& AddChannelArgument(const std::string& arg, int value);
   ServerBuilder& AddChannelArgument(const std::string& arg, const std::string& value);
 
@@ -62,6 +63,11 @@ class ServerBuilder {
   ServerBuilder& SetNumLoops(int loops);
   // homarpc: where sync handlers run; `worker_threads` 0 = one per core (at least 2).
   ServerBuilder& SetExecutor(ServerExecutor executor, int worker_threads = 0);
+  // homarpc: the most calls the server holds at once (from arrival until answered and, for
+  // callback handlers, OnDone returned); a request beyond it is answered RESOURCE_EXHAUSTED
+  // ("server overloaded") at once, without running a handler. Default 100000; 0 or negative
+  // = no bound. Also the channel argument kArgMaxConcurrentCalls (whichever was set last).
+  ServerBuilder& SetMaxConcurrentCalls(int max_calls);
 
   std::unique_ptr<Server> BuildAndStart();
 
@@ -81,6 +87,7 @@ class ServerBuilder {
   int num_loops_ = 1;
   ServerExecutor executor_ = ServerExecutor::kWorkerPool;
   int worker_threads_ = 0;
+  int max_concurrent_calls_ = 100000;
   internal::TransportFactory transport_factory_;
 };
 

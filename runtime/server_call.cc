@@ -1,16 +1,24 @@
 // ServerCall implementation (server_call.h): running the handler and sending the one reply.
 //
 // DESIGN NOTES
-// - Exactly one reply. Three parties may want to answer a request: the handler's outcome
-//   (sync return or reactor Finish), a cancellation (client kCancel, ServerContext::TryCancel,
-//   a Shutdown deadline), and nobody else. ClaimReply() under mu_ picks the first; the loser
-//   does nothing. A sync handler still running after a cancellation returns later and its
-//   result is dropped; the call (context, messages) lives until then.
-// - Lifetime by holds, not shared_ptr: the call is deleted exactly once, by ServerImpl, when
+// - Exactly one reply. Two parties may want to answer a request: the handler's outcome (sync
+//   return or reactor Finish) and a cancellation (client kCancel, ServerContext::TryCancel,
+//   the deadline timer, a Shutdown deadline). ClaimReply() (an atomic exchange) picks the
+//   first; the loser does nothing. A sync handler still running after a cancellation returns
+//   later and its result is dropped; the call (context, messages) lives until then. A handler
+//   that finishes after its deadline is answered DEADLINE_EXCEEDED, not with its own status:
+//   the timer may not have fired yet, and that is what gRPC servers answer.
+// - Lifetime by holds, not shared_ptr: the call is destroyed exactly once, by ServerImpl, when
 //   the holds reach zero. The handler's hold is released only after the reply has been
-//   handed to the transport, so a call never disappears unanswered. A kCancel lookup or a
-//   shutdown takes a hold under ServerImpl::calls_mu_ (TryAddHold refuses once the count has
-//   reached zero, i.e. finalization started), so the call cannot be freed under them.
+//   handed to the transport, so a call never disappears unanswered. A kCancel lookup, the
+//   deadline timer or a shutdown takes a hold under ServerImpl::calls_mu_ (TryAddHold refuses
+//   once the count has reached zero, i.e. finalization started; the call leaves the registry
+//   under that lock before it is freed), so the call cannot be freed under them.
+// - Few locks. The hold count, "replied" and "cancelled" are atomics, so a sync call takes no
+//   lock of its own at all. mu_ only orders the callback protocol below (who runs OnCancel).
+// - One allocation: Create() puts the request and response objects right after the call
+//   (MethodHandler::ConstructMessages), and the parse happens in that storage before the call
+//   object is even constructed; the method name is a pointer to the registry's key.
 // - Callback reactors. The handler runs on the loop thread and returns the reactor; Finish()
 //   may come before (stored in the reactor as early_finish_) or after, from any thread.
 //   AttachReactor() publishes the call to the reactor under the reactor's mutex, so exactly
@@ -30,8 +38,12 @@
 // the transport runs.
 #include "runtime/server_call.h"
 
+#include <algorithm>
+#include <cassert>
+#include <cstddef>
 #include <exception>
 #include <limits>
+#include <new>
 
 #include "absl/strings/str_cat.h"
 #include "runtime/metadata.h"
@@ -72,13 +84,47 @@ std::vector<MetadataEntry> Views(const std::vector<std::pair<std::string, std::s
   return out;
 }
 
+// The code that goes on the wire: gRPC has 17 (0..16); anything else a handler made up
+// (DO_NOT_USE, a cast) would make the client reject the response, so it becomes UNKNOWN.
+uint32_t WireCode(StatusCode code) {
+  const int n = static_cast<int>(code);
+  return n >= 0 && n <= 16 ? static_cast<uint32_t>(n) : static_cast<uint32_t>(StatusCode::UNKNOWN);
+}
+
 void FillStatus(const Status& status, Envelope* envelope) {
-  envelope->status_code = static_cast<uint32_t>(status.error_code());
+  envelope->status_code = WireCode(status.error_code());
   envelope->status_message = status.error_message();
   envelope->status_details = status.error_details();
 }
 
+// Where the messages sit in a call's allocation, and how that allocation is aligned.
+size_t AllocAlign(const MethodHandler* handler) {
+  return std::max(alignof(ServerCall), handler->messages_align());
+}
+size_t MessagesOffset(const MethodHandler* handler) {
+  const size_t align = handler->messages_align();
+  return (sizeof(ServerCall) + align - 1) / align * align;
+}
+void* Allocate(const MethodHandler* handler) {
+  const size_t bytes = MessagesOffset(handler) + handler->messages_size();
+  const size_t align = AllocAlign(handler);
+  if (align <= __STDCPP_DEFAULT_NEW_ALIGNMENT__) return ::operator new(bytes);
+  return ::operator new(bytes, std::align_val_t(align));
+}
+void Deallocate(void* storage, const MethodHandler* handler) {
+  const size_t align = AllocAlign(handler);
+  if (align <= __STDCPP_DEFAULT_NEW_ALIGNMENT__) {
+    ::operator delete(storage);
+  } else {
+    ::operator delete(storage, std::align_val_t(align));
+  }
+}
+
 }  // namespace
+
+Status DeadlineExceededStatus() {
+  return Status(StatusCode::DEADLINE_EXCEEDED, "Deadline Exceeded");
+}
 
 transport::Buffer EncodeStatusResponse(uint64_t call_id, const Status& status) {
   Envelope envelope;
@@ -90,16 +136,39 @@ transport::Buffer EncodeStatusResponse(uint64_t call_id, const Status& status) {
   return buffer;
 }
 
+ServerCall* ServerCall::Create(ServerImpl* server, MessageTransport* transport,
+                               transport::IncomingRequest& request, const Envelope& envelope,
+                               const std::string* method, const MethodHandler* handler,
+                               int64_t arrival_nanos) {
+  void* storage = Allocate(handler);
+  CallMessages* messages =
+      handler->ConstructMessages(static_cast<char*>(storage) + MessagesOffset(handler));
+  if (!messages->request()->ParseFromArray(envelope.payload.data(),
+                                           static_cast<int>(envelope.payload.size()))) {
+    messages->~CallMessages();
+    Deallocate(storage, handler);
+    return nullptr;
+  }
+  return new (storage) ServerCall(server, transport, std::move(request), envelope, method, handler,
+                                  messages, arrival_nanos);
+}
+
+void ServerCall::Destroy(ServerCall* call) {
+  const MethodHandler* handler = call->handler_;
+  call->~ServerCall();
+  Deallocate(call, handler);
+}
+
 ServerCall::ServerCall(ServerImpl* server, MessageTransport* transport,
                        transport::IncomingRequest request, const Envelope& envelope,
-                       std::string_view method, const MethodHandler* handler,
-                       std::unique_ptr<CallMessages> messages, int64_t arrival_nanos)
+                       const std::string* method, const MethodHandler* handler,
+                       CallMessages* messages, int64_t arrival_nanos)
     : server_(server),
       transport_(transport),
       request_(std::move(request)),
       call_id_(envelope.call_id),
       handler_(handler),
-      messages_(std::move(messages)) {
+      messages_(messages) {
   ServerContextBase* context;
   if (handler_->kind() == MethodHandler::Kind::kCallback) {
     context = &callback_context_.emplace();
@@ -107,21 +176,24 @@ ServerCall::ServerCall(ServerImpl* server, MessageTransport* transport,
     context = &sync_context_.emplace();
   }
   context->call_ = this;
-  context->method_ = std::string(method);
+  context->method_ = method;
   for (const MetadataEntry& entry : envelope.metadata) {
     context->client_metadata_.emplace(entry.first, entry.second);
   }
   if (envelope.timeout_micros >= 0 && envelope.timeout_micros <= kMaxTimeoutMicros) {
-    deadline_nanos_ = arrival_nanos + envelope.timeout_micros * transport::kNanosPerMicro;
+    deadline_node_.deadline_nanos =
+        arrival_nanos + envelope.timeout_micros * transport::kNanosPerMicro;
     context->deadline_ =
         std::chrono::system_clock::now() + std::chrono::microseconds(envelope.timeout_micros);
   }
 }
 
-ServerCall::~ServerCall() = default;
+// The messages live in this allocation and go first; the members (contexts whose metadata
+// views point into request_) go after, in reverse order of declaration.
+ServerCall::~ServerCall() { messages_->~CallMessages(); }
 
 void ServerCall::Start(Executor* executor) {
-  if (handler_->kind() == MethodHandler::Kind::kCallback) {
+  if (is_callback()) {
     RunCallback();
     return;
   }
@@ -138,10 +210,6 @@ void ServerCall::RunSync() {
       status = Status(StatusCode::UNKNOWN, DescribeException());
       HOMARPC_LOG(WARNING) << sync_context_->method() << ": " << status.error_message();
     }
-  }
-  {
-    absl::MutexLock lock(&mu_);
-    handler_done_ = true;
   }
   SendResponse(status);
   Release();
@@ -178,26 +246,43 @@ void ServerCall::RunCallback() {
 }
 
 void ServerCall::AttachReactor(ServerUnaryReactor* reactor) {
-  bool run_on_cancel;
-  {
-    absl::MutexLock lock(&mu_);
-    reactor_ = reactor;
-    ++holds_;  // keeps the call while we finish attaching: Finish() may now come from anywhere
-    run_on_cancel = on_cancel_pending_;
-    on_cancel_pending_ = false;
-  }
   std::optional<Status> early;
   {
     absl::MutexLock lock(&reactor->mu_);
-    reactor->call_ = this;
     if (reactor->early_finish_.has_value()) {
+      // Finished before it was returned: no later Finish() reaches us (the reactor ignores a
+      // second one), so the call need not be published to it.
       early = std::move(*reactor->early_finish_);
       reactor->early_finish_.reset();
+    } else {
+      // From here Finish() may come from any thread and release the handler's hold: keep the
+      // call alive with one of our own until we are done attaching.
+      holds_.fetch_add(1, std::memory_order_relaxed);
+      reactor->call_ = this;
     }
   }
-  if (run_on_cancel) RunOnCancel();
-  if (early) ReactorFinished(std::move(*early));
-  Release();
+  bool run_on_cancel;
+  bool finish_now = false;
+  {
+    absl::MutexLock lock(&mu_);
+    reactor_ = reactor;
+    run_on_cancel = std::exchange(on_cancel_pending_, false);
+    if (early && !run_on_cancel) {
+      handler_done_ = true;  // the common case: one lock for attaching and finishing
+      finish_now = true;
+    }
+  }
+  if (finish_now) {
+    SendResponse(*early);
+    Release();  // the handler's hold: finalizes (OnDone) here
+    return;
+  }
+  if (run_on_cancel) RunOnCancel(reactor);  // the cancel came before the reactor
+  if (early) {
+    ReactorFinished(std::move(*early));  // releases the handler's hold
+  } else {
+    Release();  // our attach hold
+  }
 }
 
 void ServerCall::ReactorFinished(Status status) {
@@ -212,7 +297,8 @@ void ServerCall::ReactorFinished(Status status) {
 
 bool ServerCall::IsCancelled() const {
   if (cancelled_.load(std::memory_order_acquire)) return true;
-  return deadline_nanos_ != INT64_MAX && NowNanos() > deadline_nanos_;
+  const int64_t deadline = deadline_node_.deadline_nanos;
+  return deadline != INT64_MAX && NowNanos() > deadline;
 }
 
 void ServerCall::AddMetadata(bool trailing, const std::string& key, const std::string& value) {
@@ -230,35 +316,29 @@ void ServerCall::AddMetadata(bool trailing, const std::string& key, const std::s
 std::string ServerCall::peer() const { return PeerString(request_.peer); }
 
 void ServerCall::Cancel(const Status& status) {
-  bool run_on_cancel = false;
-  {
+  if (cancelled_.exchange(true, std::memory_order_acq_rel)) return;
+  ServerUnaryReactor* run_on_cancel = nullptr;
+  if (is_callback()) {
     absl::MutexLock lock(&mu_);
-    if (cancelled_.load(std::memory_order_relaxed)) return;
-    cancelled_.store(true, std::memory_order_release);
-    if (callback_context_.has_value() && !handler_done_) {
+    if (!handler_done_) {
       if (reactor_ != nullptr) {
-        run_on_cancel = true;
-        ++holds_;
+        run_on_cancel = reactor_;
+        holds_.fetch_add(1, std::memory_order_relaxed);  // the caller holds one: count > 0
       } else {
-        on_cancel_pending_ = true;
+        on_cancel_pending_ = true;  // AttachReactor runs it
       }
     }
   }
   SendStatusOnly(status);
-  if (run_on_cancel) {
-    RunOnCancel();
+  if (run_on_cancel != nullptr) {
+    RunOnCancel(run_on_cancel);
     Release();
   }
 }
 
 void ServerCall::Reject(const Status& status) { SendStatusOnly(status); }
 
-void ServerCall::RunOnCancel() {
-  ServerUnaryReactor* reactor;
-  {
-    absl::MutexLock lock(&mu_);
-    reactor = reactor_;
-  }
+void ServerCall::RunOnCancel(ServerUnaryReactor* reactor) {
   UserCodeScope scope(server_);
   try {
     reactor->OnCancel();
@@ -267,12 +347,11 @@ void ServerCall::RunOnCancel() {
   }
 }
 
-void ServerCall::RunOnDone() {
-  ServerUnaryReactor* reactor;
-  {
-    absl::MutexLock lock(&mu_);
-    reactor = reactor_;
-  }
+void ServerCall::RunOnDone() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+  if (!is_callback()) return;
+  // No hold is left: nothing else touches the call, and the acquire in Release() made every
+  // earlier write visible (see reactor_).
+  ServerUnaryReactor* reactor = reactor_;
   if (reactor == nullptr) return;
   UserCodeScope scope(server_);
   try {
@@ -283,29 +362,25 @@ void ServerCall::RunOnDone() {
 }
 
 bool ServerCall::TryAddHold() {
-  absl::MutexLock lock(&mu_);
-  if (holds_ == 0) return false;
-  ++holds_;
+  int holds = holds_.load(std::memory_order_relaxed);
+  do {
+    if (holds == 0) return false;
+  } while (!holds_.compare_exchange_weak(holds, holds + 1, std::memory_order_relaxed));
   return true;
 }
 
 void ServerCall::Release() {
-  {
-    absl::MutexLock lock(&mu_);
-    if (--holds_ > 0) return;
-  }
-  server_->FinalizeCall(this);
-}
-
-bool ServerCall::ClaimReply() {
-  absl::MutexLock lock(&mu_);
-  if (replied_) return false;
-  replied_ = true;
-  return true;
+  if (holds_.fetch_sub(1, std::memory_order_acq_rel) == 1) server_->FinalizeCall(this);
 }
 
 void ServerCall::SendResponse(const Status& status) {
   if (!ClaimReply()) return;
+  const int64_t deadline = deadline_node_.deadline_nanos;  // constant after construction
+  if (deadline != INT64_MAX && NowNanos() > deadline) {
+    cancelled_.store(true, std::memory_order_release);
+    transport_->Reply(request_, EncodeStatusResponse(call_id_, DeadlineExceededStatus()));
+    return;
+  }
   transport_->Reply(request_, EncodeResponse(status));
 }
 

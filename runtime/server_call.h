@@ -2,14 +2,16 @@
 //
 // Owns the request message (whose bytes the client metadata views point into), the request
 // and response objects, and the context handed to the handler. Created by ServerImpl on the
-// loop thread that received the request, after the envelope has been validated and the
-// payload parsed; deleted by ServerImpl::FinalizeCall once the last hold is released.
+// loop thread that received the request, after the envelope has been validated, in one
+// allocation together with the request and response objects (Create); destroyed by
+// ServerImpl::FinalizeCall (Destroy) once the last hold is released.
 //
 // Holds: the call starts with one (the handler's), released when the sync handler returns or
 // the reactor is finished. Anyone else who must keep the call alive while touching it from
-// another thread (a kCancel lookup, shutdown, a running OnCancel) takes one first. The reply
-// always goes out before the handler's hold is released, so every request is answered
-// exactly once: by the handler's outcome or, if that comes too late, by a cancellation.
+// another thread (a kCancel lookup, the deadline timer, shutdown, a running OnCancel) takes
+// one first. The reply always goes out before the handler's hold is released, so every
+// request is answered exactly once: by the handler's outcome or, if that comes too late, by a
+// cancellation (client or server TryCancel, the deadline, a shutdown deadline).
 //
 // Thread-safety: Cancel/IsCancelled/holds are thread-safe; AddMetadata follows the context's
 // contract (one thread at a time, before the call is finished).
@@ -21,12 +23,12 @@
 #include <memory>
 #include <optional>
 #include <string>
-#include <string_view>
 #include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
+#include "runtime/deadline_heap.h"
 #include "runtime/envelope.h"
 #include "runtime/executor.h"
 #include "runtime/message_transport.h"
@@ -43,26 +45,37 @@ class ServerImpl;
 // Builds a response envelope carrying only `status` (no metadata, no payload) for `call_id`.
 // Used for every answer that does not come from a handler.
 transport::Buffer EncodeStatusResponse(uint64_t call_id, const Status& status);
+// What a call whose deadline passed is answered (gRPC's words).
+Status DeadlineExceededStatus();
 
 class ServerCall {
  public:
-  // Loop thread. `envelope` views point into `request.payload`, which the call takes over
-  // (moving a Buffer keeps its bytes in place, so the views stay valid).
-  ServerCall(ServerImpl* server, MessageTransport* transport, transport::IncomingRequest request,
-             const Envelope& envelope, std::string_view method, const MethodHandler* handler,
-             std::unique_ptr<CallMessages> messages, int64_t arrival_nanos);
-  ~ServerCall();
+  // Loop thread. Allocates the call and its messages together and parses the request
+  // payload into them; nullptr (nothing allocated, `request` untouched) when it does not
+  // parse. Otherwise the call takes `request` over: `envelope` views point into its payload,
+  // and moving a Buffer keeps its bytes in place, so they stay valid. `method` is the
+  // registry's key and must outlive the call.
+  static ServerCall* Create(ServerImpl* server, MessageTransport* transport,
+                            transport::IncomingRequest& request, const Envelope& envelope,
+                            const std::string* method, const MethodHandler* handler,
+                            int64_t arrival_nanos);
+  // Frees a call made by Create (ServerImpl, once nobody holds it).
+  static void Destroy(ServerCall* call);
   ServerCall(const ServerCall&) = delete;
   ServerCall& operator=(const ServerCall&) = delete;
 
   const transport::Address& client() const { return request_.peer; }
   uint64_t call_id() const { return call_id_; }
+  // MonotonicClock nanoseconds; INT64_MAX = no deadline. The node is ServerImpl's, under its
+  // calls_mu_ (the deadline timer's heap).
+  int64_t deadline_nanos() const { return deadline_node_.deadline_nanos; }
+  DeadlineHeapNode* deadline_node() { return &deadline_node_; }
 
   // Loop thread, once, after ServerImpl registered the call: runs a callback handler here, or
   // hands a sync handler to `executor`. The call may be gone when this returns.
   void Start(Executor* executor);
   // Loop thread, instead of Start() when the call could not be registered (the server is
-  // shutting down): answers `status`; the caller then deletes the call.
+  // shutting down or overloaded): answers `status`; the caller then destroys the call.
   void Reject(const Status& status);
 
   // ---- For the context (server_context.cc) ----
@@ -70,10 +83,10 @@ class ServerCall {
   // Validates and stores; an invalid entry is dropped and the call will fail INTERNAL.
   void AddMetadata(bool trailing, const std::string& key, const std::string& value);
   std::string peer() const;
-  // Cancels the call: IsCancelled() becomes true, the client is answered CANCELLED (with
-  // `status`) unless it has been answered already, and a callback reactor's OnCancel runs
-  // once (here, or when the handler returns it). Later handler outcomes are ignored. The
-  // caller must hold the call alive (a hold, or being its handler).
+  // Cancels the call: IsCancelled() becomes true, the client is answered `status` unless it
+  // has been answered already, and a callback reactor's OnCancel runs once (here, or when the
+  // handler returns it) unless the reactor was finished first. Later handler outcomes are
+  // ignored. The caller must hold the call alive (a hold, or being its handler). Any thread.
   void Cancel(const Status& status);
 
   // ---- For ServerUnaryReactor::Finish (server_context.cc) ----
@@ -81,23 +94,32 @@ class ServerCall {
   void ReactorFinished(Status status);
 
   // ---- Holds (ServerImpl) ----
-  // Under ServerImpl::calls_mu_: false when the call is already being finalized.
+  // Under ServerImpl::calls_mu_ (so the call cannot be destroyed meanwhile): false when the
+  // last hold is gone already (the call is being finalized).
   bool TryAddHold();
+  // The last release finalizes the call (ServerImpl::FinalizeCall) on this thread.
   void Release();
-  // Runs OnDone on the reactor, if any. ServerImpl::FinalizeCall only.
+  // Runs OnDone on the reactor, if any. ServerImpl::FinalizeCall only, once no hold is left.
   void RunOnDone();
 
  private:
+  ServerCall(ServerImpl* server, MessageTransport* transport, transport::IncomingRequest request,
+             const Envelope& envelope, const std::string* method, const MethodHandler* handler,
+             CallMessages* messages, int64_t arrival_nanos);
+  ~ServerCall();
+
+  bool is_callback() const { return callback_context_.has_value(); }
   void RunSync();
   void RunCallback();
   void AttachReactor(ServerUnaryReactor* reactor);
-  void RunOnCancel();
-  // Answers with the handler's outcome (metadata, payload when OK) unless already answered.
+  void RunOnCancel(ServerUnaryReactor* reactor);
+  // Answers with the handler's outcome (metadata, payload when OK) unless already answered;
+  // DEADLINE_EXCEEDED instead when the deadline has passed (as gRPC servers answer).
   void SendResponse(const Status& status);
   // Answers with `status` alone unless already answered.
   void SendStatusOnly(const Status& status);
   // True if this caller gets to send the one reply.
-  bool ClaimReply();
+  bool ClaimReply() { return !replied_.exchange(true, std::memory_order_acq_rel); }
   transport::Buffer EncodeResponse(const Status& status);
 
   ServerImpl* const server_;
@@ -105,8 +127,8 @@ class ServerCall {
   transport::IncomingRequest request_;
   const uint64_t call_id_;
   const MethodHandler* const handler_;
-  std::unique_ptr<CallMessages> messages_;
-  int64_t deadline_nanos_ = INT64_MAX;  // MonotonicClock
+  CallMessages* const messages_;  // constructed in this call's allocation (Create)
+  DeadlineHeapNode deadline_node_;
 
   std::optional<ServerContext> sync_context_;
   std::optional<CallbackServerContext> callback_context_;
@@ -116,11 +138,15 @@ class ServerCall {
   std::vector<std::pair<std::string, std::string>> trailing_metadata_;
   std::optional<Status> metadata_error_;
 
-  std::atomic<bool> cancelled_{false};  // also written under mu_ (see Cancel)
+  // Lock-free state: a sync call's whole life takes no lock of its own.
+  std::atomic<int> holds_{1};
+  std::atomic<bool> replied_{false};
+  std::atomic<bool> cancelled_{false};
+  // Callback calls only: who runs OnCancel, and whether the outcome is known.
   mutable absl::Mutex mu_;
-  int holds_ ABSL_GUARDED_BY(mu_) = 1;
-  bool replied_ ABSL_GUARDED_BY(mu_) = false;
   bool handler_done_ ABSL_GUARDED_BY(mu_) = false;  // outcome known (or abandoned)
+  // Set once when the handler returns it; read without mu_ by RunOnDone, when no hold is
+  // left (every writer released a hold after writing, so the finalizer sees it).
   ServerUnaryReactor* reactor_ ABSL_GUARDED_BY(mu_) = nullptr;
   bool on_cancel_pending_ ABSL_GUARDED_BY(mu_) = false;  // cancelled before the reactor came
 };

@@ -17,11 +17,10 @@
 namespace homarpc {
 namespace {
 
-// The reactor CallbackServerContext::DefaultReactor() hands out; owned by the context.
-class ContextOwnedReactor final : public ServerUnaryReactor {
- public:
-  void OnDone() override {}
-};
+const std::string& EmptyString() {
+  static const std::string* const empty = new std::string();
+  return *empty;
+}
 
 }  // namespace
 
@@ -42,6 +41,10 @@ void ServerContextBase::TryCancel() const {
   if (call_ != nullptr) call_->Cancel(Status(StatusCode::CANCELLED, "cancelled by the server"));
 }
 
+const std::string& ServerContextBase::method() const {
+  return method_ != nullptr ? *method_ : EmptyString();
+}
+
 std::string ServerContextBase::peer() const {
   return call_ != nullptr ? call_->peer() : std::string();
 }
@@ -52,8 +55,8 @@ CallbackServerContext::CallbackServerContext() = default;
 CallbackServerContext::~CallbackServerContext() = default;
 
 ServerUnaryReactor* CallbackServerContext::DefaultReactor() {
-  if (default_reactor_ == nullptr) default_reactor_ = std::make_unique<ContextOwnedReactor>();
-  return default_reactor_.get();
+  if (!default_reactor_.has_value()) default_reactor_.emplace();
+  return &*default_reactor_;
 }
 
 void ServerUnaryReactor::StartSendInitialMetadata() {}

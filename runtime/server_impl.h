@@ -24,6 +24,7 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
+#include "runtime/deadline_heap.h"
 #include "runtime/envelope.h"
 #include "runtime/executor.h"
 #include "runtime/message_transport.h"
@@ -41,11 +42,12 @@ struct ServerLimits {
   size_t max_send_message = 64u << 20;             // response payload bytes
   size_t max_metadata = kDefaultMaxMetadataBytes;  // each side, as metadata.h counts it
   size_t max_message = (64u << 20) + (64u << 10);  // whole Homa message (transport config)
+  size_t max_concurrent_calls = 100000;            // live calls; more: RESOURCE_EXHAUSTED
 };
 
 // One listening port. `transport` is set once, before the server starts, and never changes
 // while loops run (request handlers read it without a lock); `owned` is released at the end
-// of shutdown.
+// of shutdown (after its Stop()).
 struct ServerPort {
   transport::Address address;
   MessageTransport* transport = nullptr;
@@ -78,8 +80,9 @@ class ServerImpl {
   // Server::Shutdown. `deadline_nanos` is on MonotonicClock; nullopt = wait for calls however
   // long they take. Past the deadline every live call is cancelled (clients answered
   // CANCELLED, IsCancelled() true, OnCancel run), and shutdown still waits for sync handlers
-  // to return and callback reactors to be finished, as gRPC does. From a handler (or OnCancel/OnDone) of this server the shutdown runs on a
-  // server-owned thread and this returns at once (waiting there would wait on ourselves).
+  // to return and callback reactors to be finished, as gRPC does. From a handler (or
+  // OnCancel/OnDone) of this server the shutdown runs on a server-owned thread and this
+  // returns at once (waiting there would wait on ourselves).
   // Otherwise returns when shutdown is complete; a second caller waits for the first.
   void Shutdown(std::optional<int64_t> deadline_nanos);
   // Server::Wait: blocks until a shutdown has completed.
@@ -87,11 +90,12 @@ class ServerImpl {
 
   const ServerLimits& limits() const { return limits_; }
 
-  // Called by ServerCall when its last hold is released (any thread): forgets the call, runs
-  // the reactor's OnDone, deletes the call.
+  // Called by ServerCall when its last hold is released (any thread): runs the reactor's
+  // OnDone, forgets the call, destroys it.
   void FinalizeCall(ServerCall* call);
 
-  // Requests that could not be decoded (each answered INTERNAL with call_id 0).
+  // Requests that could not be decoded (each answered INTERNAL, with the call_id read from
+  // the header when there is a whole header, else 0).
   uint64_t bad_envelopes() const { return bad_envelopes_.load(std::memory_order_relaxed); }
 
  private:
@@ -110,12 +114,17 @@ class ServerImpl {
   // Loop thread: everything that happens to one incoming Homa request.
   void OnRequest(ServerPort* port, transport::IncomingRequest request);
   void HandleCancel(ServerPort* port, const transport::IncomingRequest& request, uint64_t call_id);
-  // Adds `call` to the live set; false (nothing added) once shutting down.
-  bool Register(ServerCall* call, const CallKey& key);
+  enum class Admission { kAdmitted, kShuttingDown, kOverloaded };
+  // Adds `call` to the live set (and, with a deadline, to the timer's heap); nothing is added
+  // once shutting down or at max_concurrent_calls.
+  Admission Register(ServerCall* call);
   void DoShutdown(std::optional<int64_t> deadline_nanos);
   bool NoCallsLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(calls_mu_) {
-    return all_calls_.empty() && finalizing_ == 0;
+    return by_id_.empty() && unkeyed_.empty();
   }
+  // The deadline timer's thread (server.cc, DESIGN NOTES).
+  void DeadlineTimerMain();
+  void StopDeadlineTimer();
 
   const ServerLimits limits_;
   const MethodMap methods_;
@@ -127,12 +136,22 @@ class ServerImpl {
   std::atomic<bool> shutting_down_{false};
   std::atomic<uint64_t> bad_envelopes_{0};
 
-  // Live calls: all of them (for shutdown) and by (client address, call id) for kCancel.
+  // Live calls (from registration until OnDone has returned) by (client address, call id),
+  // for kCancel; a call whose key is taken (a client reusing a live id) sits in unkeyed_.
   mutable absl::Mutex calls_mu_;
-  absl::flat_hash_set<ServerCall*> all_calls_ ABSL_GUARDED_BY(calls_mu_);
   absl::flat_hash_map<CallKey, ServerCall*> by_id_ ABSL_GUARDED_BY(calls_mu_);
-  int finalizing_ ABSL_GUARDED_BY(calls_mu_) = 0;  // removed, OnDone not yet returned
+  absl::flat_hash_set<ServerCall*> unkeyed_ ABSL_GUARDED_BY(calls_mu_);
   bool accepting_ ABSL_GUARDED_BY(calls_mu_) = true;
+
+  // The deadline timer: live calls with a deadline, earliest first, and the thread that
+  // cancels them when it passes. timer_wake_nanos_ is when the sleeping thread will wake
+  // (INT64_MAX: only when signalled), kTimerAwake while it is not waiting.
+  static constexpr int64_t kTimerAwake = INT64_MIN;
+  DeadlineHeap<ServerCall> deadlines_ ABSL_GUARDED_BY(calls_mu_);
+  int64_t timer_wake_nanos_ ABSL_GUARDED_BY(calls_mu_) = kTimerAwake;
+  bool timer_stop_ ABSL_GUARDED_BY(calls_mu_) = false;
+  absl::CondVar timer_cv_;
+  std::thread timer_thread_;  // started by Start(), joined by shutdown
 
   absl::Mutex shutdown_mu_;
   bool shutdown_started_ ABSL_GUARDED_BY(shutdown_mu_) = false;

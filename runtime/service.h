@@ -11,8 +11,10 @@
 #ifndef HOMARPC_RUNTIME_SERVICE_H_
 #define HOMARPC_RUNTIME_SERVICE_H_
 
+#include <cstddef>
 #include <functional>
 #include <memory>
+#include <new>
 #include <string>
 #include <vector>
 
@@ -25,7 +27,8 @@ namespace homarpc {
 
 namespace internal {
 
-// The request and response objects of one call, allocated together.
+// The request and response objects of one call, allocated together (the server constructs
+// them inside its per-call object: one allocation per call, see MethodHandler).
 class CallMessages {
  public:
   virtual ~CallMessages() = default;
@@ -52,7 +55,15 @@ class MethodHandler {
   };
   virtual ~MethodHandler() = default;
   virtual Kind kind() const = 0;
+  // The call's messages on the heap (tests, tools).
   virtual std::unique_ptr<CallMessages> NewMessages() const = 0;
+  // The same in storage the caller provides: `storage` holds messages_size() bytes aligned to
+  // at least messages_align(). The caller destroys the result with ~CallMessages() (virtual)
+  // and then frees the storage. The server uses this to put the messages inside its per-call
+  // object, so a call costs one allocation.
+  virtual size_t messages_size() const = 0;
+  virtual size_t messages_align() const = 0;
+  virtual CallMessages* ConstructMessages(void* storage) const = 0;
   // kSync only.
   virtual Status RunSync(ServerContext* context, const google::protobuf::MessageLite* request,
                          google::protobuf::MessageLite* response) const {
@@ -75,6 +86,11 @@ class SyncUnaryHandler final : public MethodHandler {
   std::unique_ptr<CallMessages> NewMessages() const override {
     return std::make_unique<TypedCallMessages<Request, Response>>();
   }
+  size_t messages_size() const override { return sizeof(TypedCallMessages<Request, Response>); }
+  size_t messages_align() const override { return alignof(TypedCallMessages<Request, Response>); }
+  CallMessages* ConstructMessages(void* storage) const override {
+    return new (storage) TypedCallMessages<Request, Response>();
+  }
   Status RunSync(ServerContext* context, const google::protobuf::MessageLite* request,
                  google::protobuf::MessageLite* response) const override {
     return fn_(context, static_cast<const Request*>(request), static_cast<Response*>(response));
@@ -92,6 +108,11 @@ class CallbackUnaryHandler final : public MethodHandler {
   Kind kind() const override { return Kind::kCallback; }
   std::unique_ptr<CallMessages> NewMessages() const override {
     return std::make_unique<TypedCallMessages<Request, Response>>();
+  }
+  size_t messages_size() const override { return sizeof(TypedCallMessages<Request, Response>); }
+  size_t messages_align() const override { return alignof(TypedCallMessages<Request, Response>); }
+  CallMessages* ConstructMessages(void* storage) const override {
+    return new (storage) TypedCallMessages<Request, Response>();
   }
   ServerUnaryReactor* RunCallback(CallbackServerContext* context,
                                   const google::protobuf::MessageLite* request,

@@ -9,7 +9,12 @@
 // re-encoding can only be shorter than the input (it drops skippable sections and explicit
 // defaults), and re-encoding it again must change nothing. A disagreement means the codec
 // loses or invents information: a real finding, so the target aborts with a description.
+// The metadata limit (Decode's second argument) is checked against the unlimited decode: at
+// exactly the larger list's size the input decodes to the same envelope, one byte less
+// fails RESOURCE_EXHAUSTED; an input rejected without a limit is rejected with any limit,
+// either for the same reason or for the limit.
 // Single-threaded; run by libFuzzer or by standalone_main.cc.
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -19,6 +24,7 @@
 #include <vector>
 
 #include "runtime/envelope.h"
+#include "runtime/metadata.h"
 
 namespace homarpc::internal {
 namespace {
@@ -94,6 +100,41 @@ void CheckSame(const Envelope& a, const Envelope& b) {
   }
 }
 
+size_t MetadataBytes(const std::vector<MetadataEntry>& entries) {
+  size_t n = 0;
+  for (const auto& [key, value] : entries) n += MetadataEntrySize(key, value);
+  return n;
+}
+
+bool IsLimitError(const absl::Status& status) {
+  return status.code() == absl::StatusCode::kResourceExhausted &&
+         status.message().find("metadata of at least ") != std::string_view::npos;
+}
+
+// Decode's metadata limit against the unlimited decode of the same input (`unlimited`).
+void CheckLimit(absl::Span<const uint8_t> input, const absl::StatusOr<Envelope>& unlimited) {
+  if (!unlimited.ok()) {
+    // The limit can only stop the decoder earlier.
+    for (size_t limit : {size_t{0}, size_t{64}, kDefaultMaxMetadataBytes}) {
+      const absl::StatusOr<Envelope> limited = Decode(input, limit);
+      Check(!limited.ok(), "a limit made a rejected input decode");
+      Check(limited.status() == unlimited.status() || IsLimitError(limited.status()),
+            "a limit changed the reason of a rejection into something else");
+    }
+    return;
+  }
+  const size_t most =
+      std::max(MetadataBytes(unlimited->metadata), MetadataBytes(unlimited->trailing_metadata));
+  const absl::StatusOr<Envelope> at_limit = Decode(input, most);
+  Check(at_limit.ok(), "metadata exactly at the limit is rejected");
+  CheckSame(*unlimited, *at_limit);
+  if (most > 0) {
+    const absl::StatusOr<Envelope> over = Decode(input, most - 1);
+    Check(!over.ok() && IsLimitError(over.status()),
+          "metadata one byte over the limit is not RESOURCE_EXHAUSTED");
+  }
+}
+
 std::vector<uint8_t> Reencode(const Envelope& e) {
   std::vector<uint8_t> out(EncodedHeaderSize(e));
   EncodeHeader(e, absl::MakeSpan(out));
@@ -108,6 +149,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace homarpc::internal;
   const absl::Span<const uint8_t> input(data, size);
   const absl::StatusOr<Envelope> first = Decode(input);
+  CheckLimit(input, first);
   if (!first.ok()) {
     Check(first.status().code() == absl::StatusCode::kInternal, "rejection is not INTERNAL");
     Check(!first.status().message().empty(), "rejection without a reason");

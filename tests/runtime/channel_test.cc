@@ -19,6 +19,8 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <memory>
@@ -173,6 +175,7 @@ struct Answer {
   std::vector<std::pair<std::string, std::string>> initial_metadata;
   std::vector<std::pair<std::string, std::string>> trailing_metadata;
   std::string payload;
+  uint16_t flags = internal::kFlagEndOfStream;
   std::optional<std::string> raw;  // bytes to send instead of an envelope
 };
 
@@ -181,6 +184,7 @@ transport::Buffer EncodeAnswer(uint64_t call_id, const Answer& answer) {
   Envelope envelope;
   envelope.kind = EnvelopeKind::kResponse;
   envelope.call_id = call_id;
+  envelope.flags = answer.flags;
   envelope.status_code = answer.code;
   envelope.status_message = answer.message;
   envelope.status_details = answer.details;
@@ -328,6 +332,49 @@ TEST(Channel_Call, DeadlineTravelsAsTimeout) {
   EXPECT_LE(seen[0].timeout_micros, 30'000'000);
 }
 
+TEST(Channel_Call, ExtremeDeadlinesMeanNoDeadline) {
+  // Each of these overflowed in the conversion to system_clock and made the call fail
+  // DEADLINE_EXCEEDED at once; beyond what system_clock can represent means no deadline.
+  FakeServer server(EchoAnswer);
+  auto channel = CreateCustomChannel(server.target(), InsecureChannelCredentials(), QuietArgs());
+  const std::vector<std::pair<std::string, std::function<void(ClientContext&)>>> settings = {
+      {"steady max",
+       [](ClientContext& c) { c.set_deadline(std::chrono::steady_clock::time_point::max()); }},
+      {"timeout ms max", [](ClientContext& c) { c.set_timeout(std::chrono::milliseconds::max()); }},
+      {"system seconds max",
+       [](ClientContext& c) {
+         c.set_deadline(
+             std::chrono::time_point<std::chrono::system_clock, std::chrono::seconds>::max());
+       }},
+      {"timeout 300 years",
+       [](ClientContext& c) { c.set_timeout(std::chrono::hours(24 * 365 * 300)); }},
+  };
+  for (const auto& [name, set] : settings) {
+    SCOPED_TRACE(name);
+    ClientContext context;
+    set(context);
+    EXPECT_EQ(context.deadline(), std::chrono::system_clock::time_point::max());
+    StringValue response;
+    const Status status = channel->BlockingUnaryCall(kEcho, &context, Text("x"), &response);
+    ASSERT_TRUE(status.ok()) << status.ToString();
+    EXPECT_EQ(server.requests().back().timeout_micros, -1);  // none sent
+  }
+}
+
+TEST(Channel_Call, FarDeadlineTravelsWithoutOverflow) {
+  // A real deadline, just inside system_clock's range (~2262): the timeout sent and the
+  // transport's deadline are computed without overflowing.
+  FakeServer server(EchoAnswer);
+  auto channel = CreateCustomChannel(server.target(), InsecureChannelCredentials(), QuietArgs());
+  ClientContext context;
+  context.set_deadline(std::chrono::system_clock::time_point::max() - std::chrono::hours(1));
+  StringValue response;
+  const Status status = channel->BlockingUnaryCall(kEcho, &context, Text("x"), &response);
+  ASSERT_TRUE(status.ok()) << status.ToString();
+  constexpr int64_t kMicrosPer100Years = int64_t{100} * 365 * 24 * 3600 * 1'000'000;
+  EXPECT_GT(server.requests().back().timeout_micros, kMicrosPer100Years);
+}
+
 TEST(Channel_Call, ErrorStatusWithDetailsAndTrailers) {
   const std::string details("\x08\x05\x12\x00 binary", 11);
   FakeServer server([&](const SeenRequest&) {
@@ -428,6 +475,39 @@ TEST(Channel_Call, OversizeServerMetadataIsResourceExhausted) {
   StringValue response;
   EXPECT_EQ(channel->BlockingUnaryCall(kEcho, &context, Text("x"), &response).error_code(),
             StatusCode::RESOURCE_EXHAUSTED);
+}
+
+TEST(Channel_Call, ResponseMetadataIsLimitedWhileDecoding) {
+  // 100,000 empty trailing entries (700 KB): decoding stops at the first entry over the
+  // channel's 8 KiB limit instead of storing 3.2 MB of entries and checking afterwards.
+  FakeServer server([](const SeenRequest&) {
+    Answer answer;
+    answer.trailing_metadata.resize(100'000);
+    return answer;
+  });
+  auto channel = CreateCustomChannel(server.target(), InsecureChannelCredentials(), QuietArgs());
+  ClientContext context;
+  StringValue response;
+  const Status status = channel->BlockingUnaryCall(kEcho, &context, Text("x"), &response);
+  EXPECT_EQ(status.error_code(), StatusCode::RESOURCE_EXHAUSTED) << status.ToString();
+  EXPECT_THAT(status.error_message(),
+              HasSubstr("trailing metadata of at least 8224 bytes exceeds the limit of 8192"));
+  EXPECT_TRUE(context.GetServerTrailingMetadata().empty());
+}
+
+TEST(Channel_Call, CompressedResponseIsInternal) {
+  FakeServer server([](const SeenRequest& request) {
+    Answer answer = EchoAnswer(request);
+    answer.flags |= internal::kFlagCompressed;
+    return answer;
+  });
+  auto channel = CreateCustomChannel(server.target(), InsecureChannelCredentials(), QuietArgs());
+  ClientContext context;
+  StringValue response;
+  const Status status = channel->BlockingUnaryCall(kEcho, &context, Text("x"), &response);
+  EXPECT_EQ(status.error_code(), StatusCode::INTERNAL);
+  EXPECT_THAT(status.error_message(), HasSubstr("compressed"));
+  EXPECT_TRUE(response.value().empty());
 }
 
 TEST(Channel_Call, AsyncEchoCallbackRunsOnce) {
@@ -658,6 +738,19 @@ TEST(Channel_Fail, DeadlineAlreadyPassed) {
   steady.set_deadline(std::chrono::steady_clock::now() - std::chrono::seconds(1));
   EXPECT_EQ(AsyncCall(*channel, &steady, Text("x"), &response).error_code(),
             StatusCode::DEADLINE_EXCEEDED);
+  // The extremes: compared, not subtracted (min() - now overflowed).
+  ClientContext system_min;
+  system_min.set_deadline(std::chrono::system_clock::time_point::min());
+  EXPECT_EQ(channel->BlockingUnaryCall(kEcho, &system_min, Text("x"), &response).error_code(),
+            StatusCode::DEADLINE_EXCEEDED);
+  ClientContext steady_min;
+  steady_min.set_deadline(std::chrono::steady_clock::time_point::min());
+  EXPECT_EQ(AsyncCall(*channel, &steady_min, Text("x"), &response).error_code(),
+            StatusCode::DEADLINE_EXCEEDED);
+  ClientContext timeout_min;
+  timeout_min.set_timeout(std::chrono::milliseconds::min());
+  EXPECT_EQ(channel->BlockingUnaryCall(kEcho, &timeout_min, Text("x"), &response).error_code(),
+            StatusCode::DEADLINE_EXCEEDED);
   EXPECT_TRUE(raw.ReceivesNothing(absl::Milliseconds(50)));
 }
 
@@ -869,6 +962,47 @@ TEST(Channel_InFlight, LastReferenceDroppedInsideACallback) {
   ASSERT_TRUE(answered.WaitForNotificationWithTimeout(kGenerous));
   ASSERT_TRUE(silent_done.WaitForNotificationWithTimeout(kGenerous));
   EXPECT_EQ(silent_status.error_code(), StatusCode::CANCELLED);
+}
+
+// The child process of the test below: drops a channel's last reference inside one of its
+// callbacks while another call is in flight, then exits at once.
+[[noreturn]] void ExitRightAfterDroppingAChannelInItsCallback() {
+  // exit() does not unwind this scope: the contexts and messages stay valid.
+  RawSocket raw;
+  auto server = std::make_unique<FakeServer>(EchoAnswer);
+  auto channel = CreateCustomChannel("ipv4:" + raw.target() + "," + server->target(),
+                                     InsecureChannelCredentials(), QuietArgs());
+  ClientContext silent_context, answered_context;
+  StringValue request = Text("x"), silent_response, answered_response;
+  channel->AsyncUnaryCall(kEcho, &silent_context, &request, &silent_response, [](Status s) {
+    // Slow on purpose, so that a teardown nobody waits for loses the race with the exit. The
+    // test does not depend on it: a joined teardown prints whatever the timing.
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    std::fprintf(stderr, "silent call ended: %s\n", s.ToString().c_str());
+  });
+  if (!raw.WaitForRequest().has_value()) std::_Exit(3);
+  std::atomic<bool> dropped{false};
+  Channel* raw_channel = channel.get();
+  raw_channel->AsyncUnaryCall(kEcho, &answered_context, &request, &answered_response,
+                              [&dropped, keep = std::move(channel)](Status) mutable {
+                                keep.reset();  // the last reference
+                                dropped.store(true);
+                              });
+  while (!dropped.load()) std::this_thread::yield();
+  // The server's loop thread would race the exit just like a teardown nobody waits for (it
+  // reads MonotonicClock's function-local static: "pure virtual method called").
+  server.reset();
+  std::exit(0);
+}
+
+TEST(Channel_InFlightDeathTest, ExitWaitsForATeardownStartedInsideACallback) {
+  // The last reference dropped inside a callback hands the channel to a thread of its own.
+  // When the process exits right after, that teardown (which cancels the channel's other
+  // calls and runs their callbacks) must finish before the process goes, not race its static
+  // destructors: the silent call's CANCELLED callback runs during exit().
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(ExitRightAfterDroppingAChannelInItsCallback(), ::testing::ExitedWithCode(0),
+              "silent call ended: CANCELLED");
 }
 
 TEST(Channel_InFlight, TryCancelFromACallbackOfTheSameChannel) {

@@ -1,8 +1,8 @@
 // Tests of runtime/envelope.{h,cc}: the RPC envelope codec (proto/PROTOCOL.md §14).
 //
 // Round trips of every field through EncodeHeader and Decode, the wire pinned by golden bytes
-// (the example of §14.5), and every rejection of §14.6 on hand-built messages, each checked
-// for its reason text. Single-threaded.
+// (the example of §14.5), every rejection of §14.6 on hand-built messages, each checked for
+// its reason text, and the metadata limit Decode applies while decoding. Single-threaded.
 #include "runtime/envelope.h"
 
 #include <algorithm>
@@ -747,6 +747,76 @@ TEST(EnvelopeError, FirstFailingCheckDecides) {
                           Section(SectionType::kStatusCode, U32(1))})
                     .Build(),
                 "STATUS_CODE 99 is out of range");
+}
+
+// ---- Metadata limit (Decode's max_metadata_bytes) ----------------------------------------------
+
+// `n` METADATA (or TRAILING_METADATA) sections of one empty entry each: 7 bytes on the wire,
+// 32 bytes as metadata.h counts them.
+std::vector<Bytes> EmptyEntries(SectionType type, size_t n) {
+  return std::vector<Bytes>(n, Section(type, Entry("", "")));
+}
+
+void ExpectOverLimit(const Bytes& message, size_t limit, std::string_view reason) {
+  const absl::StatusOr<Envelope> decoded = Decode(absl::MakeConstSpan(message), limit);
+  ASSERT_FALSE(decoded.ok()) << "accepted; expected: " << reason;
+  EXPECT_EQ(decoded.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(std::string(decoded.status().message()), HasSubstr(std::string(reason)));
+}
+
+TEST(EnvelopeLimit, ManyTinyEntriesStopAtTheFirstOneOverTheLimit) {
+  // 100,000 empty entries: 700 KB of message, 3.2 MB as metadata. Without a limit Decode keeps
+  // them all; with 8 KiB it stops at entry 257 (257 * 32 = 8224 > 8192), before storing it.
+  std::vector<Bytes> sections = EmptyEntries(SectionType::kMetadata, 100'000);
+  sections.insert(sections.begin(), MethodSection());
+  const Bytes message = Request(sections).Build();
+  const absl::StatusOr<Envelope> unlimited = DecodeBytes(message);
+  ASSERT_TRUE(unlimited.ok()) << unlimited.status();
+  EXPECT_EQ(unlimited->metadata.size(), 100'000u);
+  ExpectOverLimit(message, 8192, "metadata of at least 8224 bytes exceeds the limit of 8192");
+  ExpectOverLimit(message, 0, "metadata of at least 32 bytes exceeds the limit of 0");
+}
+
+TEST(EnvelopeLimit, TrailersAreCountedAndNamed) {
+  const Bytes message = Response(EmptyEntries(SectionType::kTrailingMetadata, 300)).Build();
+  ExpectOverLimit(message, 8192,
+                  "trailing metadata of at least 8224 bytes exceeds the limit of 8192");
+}
+
+TEST(EnvelopeLimit, ExactlyAtTheLimitDecodes) {
+  // Key and value bytes count too: 256 entries of "k" = "vv" are 256 * 35 bytes.
+  std::vector<Bytes> sections(256, Section(SectionType::kMetadata, Entry("k", "vv")));
+  sections.insert(sections.begin(), MethodSection());
+  const Bytes message = Request(sections).Build();
+  const absl::StatusOr<Envelope> decoded = Decode(absl::MakeConstSpan(message), 256 * 35);
+  ASSERT_TRUE(decoded.ok()) << decoded.status();
+  EXPECT_EQ(decoded->metadata.size(), 256u);
+  ExpectOverLimit(message, 256 * 35 - 1, "metadata of at least 8960 bytes exceeds the limit");
+}
+
+TEST(EnvelopeLimit, EachListHasTheWholeLimit) {
+  // 200 initial and 200 trailing entries: 6400 bytes each, 12800 together, under 8 KiB each.
+  std::vector<Bytes> sections = EmptyEntries(SectionType::kMetadata, 200);
+  for (Bytes& s : EmptyEntries(SectionType::kTrailingMetadata, 200)) sections.push_back(s);
+  const Bytes message = Response(sections).Build();
+  const absl::StatusOr<Envelope> decoded = Decode(absl::MakeConstSpan(message), 8192);
+  ASSERT_TRUE(decoded.ok()) << decoded.status();
+  EXPECT_EQ(decoded->metadata.size(), 200u);
+  EXPECT_EQ(decoded->trailing_metadata.size(), 200u);
+}
+
+TEST(EnvelopeLimit, CheckedInMessageOrder) {
+  // Over the limit, then a malformed section: the limit is what the receiver hears about.
+  std::vector<Bytes> sections = EmptyEntries(SectionType::kMetadata, 3);
+  sections.insert(sections.begin(), MethodSection());
+  sections.push_back(Section(SectionType::kTimeout, U32(1)));  // 4 bytes, not 8
+  const Bytes message = Request(sections).Build();
+  ExpectOverLimit(message, 64, "metadata of at least 96 bytes exceeds the limit of 64");
+  // Under the limit, the malformed section is found as before.
+  const absl::StatusOr<Envelope> decoded = Decode(absl::MakeConstSpan(message), 96);
+  ASSERT_FALSE(decoded.ok());
+  EXPECT_EQ(decoded.status().code(), absl::StatusCode::kInternal);
+  EXPECT_THAT(std::string(decoded.status().message()), HasSubstr("TIMEOUT of 4 bytes"));
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "gtest/gtest.h"
 
@@ -90,6 +91,53 @@ TEST(ExecutorTest, WorkerPool_SpinningWorkersPickUpTasks) {
   }
 }
 
+// Waits (bounded) until `n` idle workers of `pool` sleep.
+bool WaitSleeping(const Executor& pool, int n) {
+  const absl::Time give_up = absl::Now() + kBound;
+  while (pool.sleeping_threads() != n && absl::Now() < give_up) {
+    absl::SleepFor(absl::Milliseconds(1));
+  }
+  return pool.sleeping_threads() == n;
+}
+
+TEST(ExecutorTest, WorkerPool_AtMostOneIdleWorkerSpins) {
+  // A spin time far beyond the test: every idle worker but one must go to sleep at once.
+  std::unique_ptr<Executor> pool = NewWorkerPool(4, /*spin_nanos=*/int64_t{600} * 1'000'000'000);
+  ASSERT_TRUE(WaitSleeping(*pool, 3)) << pool->sleeping_threads() << " asleep";
+  // The spinner takes a task without anyone being woken, then spins (or sleeps) again.
+  for (int i = 0; i < 20; ++i) {
+    absl::Notification done;
+    pool->Run([&] { done.Notify(); });
+    ASSERT_TRUE(done.WaitForNotificationWithTimeout(kBound)) << "task " << i;
+  }
+  ASSERT_TRUE(WaitSleeping(*pool, 3)) << pool->sleeping_threads() << " asleep";
+  pool->Shutdown();  // stops the spinner too
+}
+
+TEST(ExecutorTest, WorkerPool_BurstWakesSleepersWhileOneSpins) {
+  // Four tasks that each wait for all four to have started: only possible when the sleepers
+  // are woken for the tasks the one spinner cannot take.
+  std::unique_ptr<Executor> pool = NewWorkerPool(4, /*spin_nanos=*/int64_t{600} * 1'000'000'000);
+  ASSERT_TRUE(WaitSleeping(*pool, 3));
+  absl::Mutex mu;
+  int started = 0;
+  int all_met = 0;
+  for (int i = 0; i < 4; ++i) {
+    pool->Run([&] {
+      absl::MutexLock lock(&mu);
+      ++started;
+      if (mu.AwaitWithTimeout(absl::Condition(
+                                  +[](int* n) { return *n == 4; }, &started),
+                              kBound)) {
+        ++all_met;
+      }
+    });
+  }
+  pool->Shutdown();
+  absl::MutexLock lock(&mu);
+  EXPECT_EQ(all_met, 4);
+}
+
 TEST(ExecutorTest, WorkerPool_DefaultThreadCountIsAtLeastTwo) {
   std::unique_ptr<Executor> pool = NewWorkerPool(0, /*spin_nanos=*/0);
   EXPECT_GE(pool->num_threads(), 2);
@@ -98,6 +146,7 @@ TEST(ExecutorTest, WorkerPool_DefaultThreadCountIsAtLeastTwo) {
 TEST(ExecutorTest, Inline_RunsOnTheCallingThreadAtOnce) {
   std::unique_ptr<Executor> executor = NewInlineExecutor();
   EXPECT_EQ(executor->num_threads(), 0);
+  EXPECT_EQ(executor->sleeping_threads(), 0);
   std::thread::id ran_on;
   executor->Run([&] { ran_on = std::this_thread::get_id(); });
   EXPECT_EQ(ran_on, std::this_thread::get_id());

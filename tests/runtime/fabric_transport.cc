@@ -16,11 +16,12 @@
 // sends, attaches and detaches from inside steps.
 //
 // Lifetime: a transport's Node (engine + fabric adapter) is shared between the transport, the
-// network's list and the closures posted for it. Destroying the transport closes the node on
-// the driver (fail client RPCs CANCELLED, detach, stop delivering) and leaves it in a graveyard
-// that is emptied only between steps: the destructor may run inside one of the node's own
-// engine callbacks (a channel dropped in its last completion), and the engine must outlive
-// that call. Closures posted before the close find the node closed and fail or drop their work.
+// network's list and the closures posted for it. Stopping (or destroying) the transport
+// closes the node on the driver (fail client RPCs CANCELLED, detach, stop delivering) and
+// leaves it in a graveyard that is emptied only between steps: Stop or the destructor may run
+// inside one of the node's own engine callbacks (a channel dropped in its last completion),
+// and the engine must outlive that call. Closures posted before the close find the node
+// closed and fail or drop their work.
 #include "tests/runtime/fabric_transport.h"
 
 #include <algorithm>
@@ -183,7 +184,13 @@ class FabricNetwork::Transport final : public MessageTransport {
  public:
   Transport(FabricNetwork* network, std::shared_ptr<Node> node, int64_t spin_nanos)
       : network_(network), node_(std::move(node)), spin_nanos_(spin_nanos) {}
-  ~Transport() override {
+  ~Transport() override { Stop(); }
+
+  // Closes the node on the driver and waits: afterwards no callback of this transport runs
+  // (the driver is the only thread that runs them, and the closed node delivers nothing), and
+  // the closures posted for it find it closed. Idempotent (CloseOnDriver ignores a node it
+  // no longer has). From the driver thread it runs inline, so callbacks may call it too.
+  void Stop() override {
     network_->RunOnDriver([&] { network_->CloseOnDriver(node_); });
   }
 
@@ -216,7 +223,7 @@ class FabricNetwork::Transport final : public MessageTransport {
 
   uint64_t live_server_rpcs() const override {
     uint64_t n = 0;
-    network_->RunOnDriver([&] { n = node_->engine().stats().server_rpcs; });
+    network_->RunOnDriver([&] { n = node_->closed() ? 0 : node_->engine().stats().server_rpcs; });
     return n;
   }
 

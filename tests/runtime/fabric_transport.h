@@ -58,9 +58,11 @@ class FabricNetwork {
   // (pacing is turned off: fabric links are infinitely fast). `handler` empty = client only:
   // requests to it are refused on the wire and their callers see UNAVAILABLE, as with an
   // Endpoint. ALREADY_EXISTS when `address` is taken; INVALID_ARGUMENT for a bad config.
-  // Destroying the transport fails its client RPCs still in flight with CANCELLED (their
-  // callbacks run before the destructor returns, or inline when it runs on the driver thread),
-  // detaches it, and delivers nothing to its handler afterwards.
+  // Stopping (MessageTransport::Stop) or destroying the transport fails its client RPCs still
+  // in flight with CANCELLED (their callbacks run before Stop returns, or inline when it runs
+  // on the driver thread), detaches it, and delivers nothing to its handler afterwards; Reply
+  // and Abort then do nothing and SendRequest fails CANCELLED (on the driver thread). Stop is
+  // idempotent and may also be called from the transport's own callbacks.
   absl::StatusOr<std::unique_ptr<internal::MessageTransport>> CreateTransport(
       const transport::Address& address, const transport::Config& config,
       internal::MessageTransport::RequestHandler handler);

@@ -1,8 +1,8 @@
 // Tests of FabricNetwork (fabric_transport.h): its transports keep MessageTransport's contract
 // (message_transport.h) — whole messages both ways, exactly one completion per request,
 // deadlines on MonotonicClock, Abort, UNAVAILABLE where nothing listens, CANCELLED for the
-// RPCs of a destroyed transport and nothing delivered afterwards — on a clean and on a lossy
-// network. The runtime's end-to-end suite (e2e/) builds on these guarantees.
+// RPCs of a stopped or destroyed transport and nothing delivered afterwards — on a clean and
+// on a lossy network. The runtime's end-to-end suite (e2e/) builds on these guarantees.
 #include "tests/runtime/fabric_transport.h"
 
 #include <gtest/gtest.h>
@@ -253,6 +253,39 @@ TEST(FabricTransport, DestroyedServerGetsNothingAndItsClientsSeeUnavailable) {
   ASSERT_TRUE(later.Wait());
   EXPECT_TRUE(absl::IsUnavailable(later.status)) << later.status;
   EXPECT_EQ(server->held_count(), 1);
+}
+
+TEST(FabricTransport, StopDeliversNothingMoreAndLaterCallsAreHarmless) {
+  FabricNetwork net;
+  SilentServer server(&net, Addr("10.0.0.1:5000"));
+  transport::Config config;
+  config.timeout_ticks = 20;
+  auto client = net.CreateTransport(Addr("10.0.0.2:6000"), config, nullptr);
+  Result first;
+  (*client)->SendRequest(Addr("10.0.0.1:5000"), Buffer::CopyOf("a"), first.Callback(), INT64_MAX);
+  ASSERT_TRUE(server.WaitHeld(1));
+  MessageTransport* t = server.transport->get();
+  t->Stop();
+  t->Stop();  // idempotent
+  EXPECT_EQ(t->live_server_rpcs(), 0u);
+  {
+    absl::MutexLock lock(&server.mu);
+    t->Reply(server.held.front(), Buffer::CopyOf("too late"));  // dropped
+  }
+  t->Abort(1, absl::CancelledError("nothing to abort"));
+  Result refused;
+  t->SendRequest(Addr("10.0.0.2:6000"), Buffer::CopyOf("x"), refused.Callback(), INT64_MAX);
+  ASSERT_TRUE(refused.Wait());
+  EXPECT_TRUE(absl::IsCancelled(refused.status)) << refused.status;
+  // Its clients see nobody listening; nothing more reaches the handler.
+  ASSERT_TRUE(first.Wait());
+  EXPECT_TRUE(absl::IsUnavailable(first.status)) << first.status;
+  Result later;
+  (*client)->SendRequest(Addr("10.0.0.1:5000"), Buffer::CopyOf("b"), later.Callback(), INT64_MAX);
+  ASSERT_TRUE(later.Wait());
+  EXPECT_TRUE(absl::IsUnavailable(later.status)) << later.status;
+  EXPECT_EQ(server.held_count(), 1);
+  server.transport->reset();  // after Stop: fine
 }
 
 TEST(FabricTransport, AddressTakenIsRefused) {

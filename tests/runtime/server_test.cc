@@ -9,6 +9,7 @@
 #include <atomic>
 #include <chrono>
 #include <functional>
+#include <iterator>
 #include <map>
 #include <memory>
 #include <stdexcept>
@@ -27,6 +28,7 @@
 #include "runtime/server_builder.h"
 #include "runtime/server_context.h"
 #include "runtime/service.h"
+#include "tests/runtime/fabric_transport.h"
 #include "transport/endpoint.h"
 
 namespace homarpc {
@@ -96,6 +98,10 @@ class SyncEcho final : public Service {
       if (v == "status") {
         context->AddTrailingMetadata("x-why-bin", std::string("\0\1\2", 3));
         return Status(StatusCode::NOT_FOUND, "no such thing", std::string("det\0ails", 7));
+      }
+      if (v.rfind("code:", 0) == 0) {  // a code outside gRPC's 17 (DO_NOT_USE, a cast)
+        return Status(static_cast<StatusCode>(std::stoi(v.substr(5))), "weird",
+                      std::string("de\0tails", 8));
       }
       if (v.rfind("big:", 0) == 0) {
         resp->set_value(std::string(std::stoi(v.substr(4)), 'b'));
@@ -271,7 +277,19 @@ struct RequestOptions {
   int64_t timeout_micros = -1;
   std::vector<std::pair<std::string, std::string>> metadata;
   EnvelopeKind kind = EnvelopeKind::kRequest;
+  uint16_t flags = internal::kFlagEndOfStream;
+  uint32_t stream_id = 0;
+  uint32_t sequence = 0;
 
+  RequestOptions& Flags(uint16_t f) {
+    flags = f;
+    return *this;
+  }
+  RequestOptions& Stream(uint32_t id, uint32_t seq) {
+    stream_id = id;
+    sequence = seq;
+    return *this;
+  }
   RequestOptions& Id(uint64_t id) {
     call_id = id;
     return *this;
@@ -295,6 +313,9 @@ transport::Buffer EncodeRequest(std::string_view method, const std::string& payl
                                 const RequestOptions& options = {}) {
   Envelope envelope;
   envelope.kind = options.kind;
+  envelope.flags = options.flags;
+  envelope.stream_id = options.stream_id;
+  envelope.sequence = options.sequence;
   envelope.call_id = options.call_id;
   envelope.method = method;
   envelope.timeout_micros = options.timeout_micros;
@@ -383,6 +404,11 @@ class RawClient {
   }
   Response Call(const transport::Address& dest, transport::Buffer request) {
     return ToResponse(endpoint_->Call(dest, std::move(request)));
+  }
+  // The response bytes as they came, not decoded.
+  absl::StatusOr<transport::Buffer> CallRaw(const transport::Address& dest,
+                                            transport::Buffer request) {
+    return endpoint_->Call(dest, std::move(request));
   }
   // `deadline` bounds the transport wait (for servers that may not answer).
   std::shared_ptr<Pending> Send(const transport::Address& dest, transport::Buffer request,
@@ -497,13 +523,52 @@ TEST_F(ServerTest, Server_UnparsablePayloadIsInternal) {
   EXPECT_EQ(r.status().error_code(), StatusCode::INTERNAL);
 }
 
-TEST_F(ServerTest, Server_UndecodableEnvelopeIsInternalWithCallIdZero) {
+TEST_F(ServerTest, Server_UndecodableEnvelopeIsInternalAndEchoesItsCallId) {
   Start();
-  Response r = client_.Call(dest_, transport::Buffer::CopyOf("this is not an envelope at all"));
+  // A whole header, then garbage: the call_id at bytes 12..19 is still read (PROTOCOL.md
+  // 14.7), so the client can match the answer to its call.
+  transport::Buffer bad = EncodeRequest("/test.Echo/Echo", Value("x"), Opts().Id(77));
+  bad.data()[0] = 9;  // unsupported version
+  Response r = client_.Call(dest_, std::move(bad));
   ASSERT_TRUE(r.transport_status.ok()) << r.transport_status;
   EXPECT_EQ(r.status().error_code(), StatusCode::INTERNAL);
-  EXPECT_EQ(r.envelope.call_id, 0u);
+  EXPECT_EQ(r.envelope.call_id, 77u);
   // Still serving.
+  EXPECT_EQ(Call("/test.Echo/Echo", "after").value(), "after");
+}
+
+TEST_F(ServerTest, Server_MessageShorterThanAHeaderGetsAnEmptyResponse) {
+  Start();
+  absl::StatusOr<transport::Buffer> r = client_.CallRaw(dest_, transport::Buffer::CopyOf("tiny"));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->size(), 0u);  // PROTOCOL.md 14.7: nothing to echo
+  EXPECT_EQ(Call("/test.Echo/Echo", "after").value(), "after");
+}
+
+TEST_F(ServerTest, Server_StatusCodeOutsideGrpcsIsSentAsUnknown) {
+  Start();
+  // (StatusCode's valid range is -32..31: casting anything beyond is undefined behaviour.)
+  for (const char* code : {"code:17", "code:-1", "code:31", "code:-20"}) {
+    SCOPED_TRACE(code);
+    Response r = Call("/test.Echo/Echo", code);  // the response must decode (checked inside)
+    ASSERT_TRUE(r.transport_status.ok()) << r.transport_status;
+    EXPECT_EQ(r.status(), Status(StatusCode::UNKNOWN, "weird", std::string("de\0tails", 8)));
+  }
+}
+
+TEST_F(ServerTest, Server_CompressedOrStreamingRequestIsUnimplemented) {
+  Start();
+  Response compressed =
+      Call("/test.Echo/Echo", "x",
+           Opts().Id(4).Flags(internal::kFlagEndOfStream | internal::kFlagCompressed));
+  EXPECT_EQ(compressed.status(), Status(StatusCode::UNIMPLEMENTED, "compression is not supported"));
+  EXPECT_EQ(compressed.envelope.call_id, 4u);
+  for (auto [stream, sequence] : {std::pair<uint32_t, uint32_t>{1, 0}, {0, 1}, {7, 3}}) {
+    Response r = Call("/test.Echo/Echo", "x", Opts().Id(5).Stream(stream, sequence));
+    EXPECT_EQ(r.status(), Status(StatusCode::UNIMPLEMENTED, "streaming is not supported yet"))
+        << stream << "/" << sequence;
+    EXPECT_EQ(r.envelope.call_id, 5u);
+  }
   EXPECT_EQ(Call("/test.Echo/Echo", "after").value(), "after");
 }
 
@@ -546,6 +611,18 @@ TEST_F(ServerTest, Server_MetadataOverLimitIsResourceExhausted) {
   EXPECT_EQ(Call("/test.Echo/Echo", "x", Opts().Meta("small", "m")).status(), Status::OK);
 }
 
+TEST_F(ServerTest, Server_MetadataLimitZeroOrNegativeAllowsNoMetadata) {
+  // As the channel reads the same argument (channel.cc): 0 bytes, not "the default".
+  for (int limit : {0, -1}) {
+    SCOPED_TRACE(limit);
+    Start([limit](ServerBuilder& b) { b.AddChannelArgument(kArgMaxMetadataSize, limit); });
+    EXPECT_EQ(Call("/test.Echo/Echo", "x", Opts().Meta("k", "v")).status().error_code(),
+              StatusCode::RESOURCE_EXHAUSTED);
+    EXPECT_EQ(Call("/test.Echo/Echo", "x").status(), Status::OK);
+    server_.reset();
+  }
+}
+
 TEST_F(ServerTest, Server_InvalidServerMetadataFailsInternal) {
   Start();
   EXPECT_EQ(Call("/test.Echo/Echo", "bad-metadata").status().error_code(), StatusCode::INTERNAL);
@@ -563,17 +640,82 @@ TEST_F(ServerTest, Server_HandlerThrowsIsUnknownAndServerKeepsServing) {
 
 // ---- Deadlines and cancellation ----
 
-TEST_F(ServerTest, Server_DeadlinePassedMakesIsCancelledTrue) {
+TEST_F(ServerTest, Server_DeadlinePassingAnswersDeadlineExceededAndSetsIsCancelled) {
   Start();
-  // No client-side deadline on the transport: we want to see the server's answer.
+  // No client-side deadline on the transport: we want to see the server's answer. The
+  // handler returns OK once it sees IsCancelled(), too late: the client is answered
+  // DEADLINE_EXCEEDED (by the deadline timer, or at the latest when the handler returns).
   auto pending =
       client_.Send(dest_, EncodeRequest("/test.Echo/WaitCancel", Value(""), Opts().Timeout(20000)));
-  const Response& r = pending->Wait();
-  EXPECT_EQ(r.status(), Status::OK);
-  EXPECT_EQ(r.value(), "done");
+  EXPECT_EQ(pending->Wait().status(), Status(StatusCode::DEADLINE_EXCEEDED, "Deadline Exceeded"));
   absl::MutexLock lock(&state_.mu);
-  EXPECT_EQ(state_.saw_cancelled, 1);
+  EXPECT_TRUE(AwaitFor(&state_.mu, [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(state_.mu) {
+    return state_.saw_cancelled == 1;
+  }));
   EXPECT_TRUE(state_.saw_deadline);
+}
+
+TEST_F(ServerTest, Server_DeadlineAnswersAHandlerThatNeverReturnsInTime) {
+  Start();
+  // The handler blocks until released, without looking at IsCancelled(): only a timer can
+  // answer the client before it returns.
+  auto pending = client_.Send(
+      dest_, EncodeRequest("/test.Echo/WaitRelease", Value(""), Opts().Timeout(20000)));
+  WaitStarted(1);
+  EXPECT_EQ(pending->Wait().status(), Status(StatusCode::DEADLINE_EXCEEDED, "Deadline Exceeded"));
+  {
+    absl::MutexLock lock(&state_.mu);
+    state_.release = true;
+  }
+  EXPECT_EQ(Call("/test.Echo/Echo", "next").value(), "next");
+}
+
+TEST_F(ServerTest, Server_DeadlineRunsTheReactorsOnCancelOnceThenOnDone) {
+  Start();
+  // CancelReactor finishes only from OnCancel, so the call ends only if the deadline runs it.
+  auto pending = client_.Send(
+      dest_, EncodeRequest("/test.Cb/WaitCancel", Value(""), Opts().Id(3).Timeout(20000)));
+  const Response& r = pending->Wait();
+  EXPECT_EQ(r.status(), Status(StatusCode::DEADLINE_EXCEEDED, "Deadline Exceeded"));
+  EXPECT_EQ(r.envelope.call_id, 3u);
+  absl::MutexLock lock(&state_.mu);
+  EXPECT_TRUE(AwaitFor(
+      &state_.mu, [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(state_.mu) { return state_.on_done == 1; }));
+  EXPECT_EQ(state_.on_cancel, 1);
+  EXPECT_FALSE(state_.on_cancel_after_done);
+}
+
+TEST_F(ServerTest, Server_ManyDeadlinesInAnyOrderAllFire) {
+  Start();
+  // Deadlines pushed later than the earliest, earlier, and equal, on parked callback calls:
+  // every one is answered DEADLINE_EXCEEDED and gets OnCancel.
+  std::vector<std::shared_ptr<Pending>> pending;
+  const int64_t timeouts_us[] = {80000, 20000, 50000, 20000, 5000, 120000, 60000, 1000};
+  uint64_t id = 100;
+  for (int64_t t : timeouts_us) {
+    pending.push_back(client_.Send(
+        dest_, EncodeRequest("/test.Cb/WaitCancel", Value(""), Opts().Id(++id).Timeout(t))));
+  }
+  for (auto& p : pending) {
+    EXPECT_EQ(p->Wait().status().error_code(), StatusCode::DEADLINE_EXCEEDED);
+  }
+  absl::MutexLock lock(&state_.mu);
+  EXPECT_TRUE(AwaitFor(&state_.mu, [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(state_.mu) {
+    return state_.on_done == static_cast<int>(std::size(timeouts_us));
+  }));
+  EXPECT_EQ(state_.on_cancel, static_cast<int>(std::size(timeouts_us)));
+}
+
+TEST_F(ServerTest, Server_CallsFinishedBeforeTheirDeadlineAreUnaffected) {
+  Start();
+  for (int i = 0; i < 50; ++i) {
+    EXPECT_EQ(Call(i % 2 ? "/test.Echo/Echo" : "/test.Cb/Echo", "in time",
+                   Opts().Id(i + 1).Timeout(30'000'000))
+                  .value(),
+              "in time");
+  }
+  // The server still shuts down at once: no call is left in the timer's heap.
+  server_->Shutdown();
 }
 
 TEST_F(ServerTest, Server_ClientCancelAnswersCancelledAndSetsIsCancelled) {
@@ -716,6 +858,112 @@ TEST_F(ServerTest, Server_DestructorShutsDown) {
   auto late =
       client_.Send(dest_, EncodeRequest("/test.Echo/Echo", Value("late")), absl::Milliseconds(300));
   EXPECT_FALSE(late->Wait().transport_status.ok());
+}
+
+// ---- Admission ----
+
+TEST_F(ServerTest, Server_MaxConcurrentCallsAnswersResourceExhaustedBeyondIt) {
+  Start([](ServerBuilder& b) { b.SetMaxConcurrentCalls(1); });
+  auto held = client_.Send(dest_, EncodeRequest("/test.Echo/WaitRelease", Value("")));
+  WaitStarted(1);
+  EXPECT_EQ(Call("/test.Echo/Echo", "one too many").status(),
+            Status(StatusCode::RESOURCE_EXHAUSTED, "server overloaded"));
+  EXPECT_EQ(Call("/test.Cb/Echo", "one too many").status(),
+            Status(StatusCode::RESOURCE_EXHAUSTED, "server overloaded"));
+  {
+    absl::MutexLock lock(&state_.mu);
+    state_.release = true;
+  }
+  EXPECT_EQ(held->Wait().value(), "released");
+  // The held call has left: room again (its slot frees once it is fully finished).
+  Response r;
+  const absl::Time give_up = absl::Now() + kBound;
+  do {
+    r = Call("/test.Echo/Echo", "room");
+  } while (!r.status().ok() && absl::Now() < give_up);
+  EXPECT_EQ(r.value(), "room");
+}
+
+TEST_F(ServerTest, Server_MaxConcurrentCallsFromChannelArgument) {
+  Start([](ServerBuilder& b) { b.AddChannelArgument(kArgMaxConcurrentCalls, 1); });
+  auto held = client_.Send(dest_, EncodeRequest("/test.Echo/WaitRelease", Value("")));
+  WaitStarted(1);
+  EXPECT_EQ(Call("/test.Echo/Echo", "x").status().error_code(), StatusCode::RESOURCE_EXHAUSTED);
+  absl::MutexLock lock(&state_.mu);
+  state_.release = true;
+}
+
+// ---- Transports ----
+
+// Forwards to a fabric transport and records, in order, when it is stopped and destroyed and
+// whether a request reached the server after Stop() returned.
+class RecordingTransport final : public internal::MessageTransport {
+ public:
+  struct Log {
+    absl::Mutex mu;
+    std::vector<std::string> events ABSL_GUARDED_BY(mu);
+    void Add(std::string e) {
+      absl::MutexLock lock(&mu);
+      events.push_back(std::move(e));
+    }
+  };
+  RecordingTransport(std::unique_ptr<internal::MessageTransport> inner,
+                     std::shared_ptr<std::atomic<bool>> stopped, Log* log)
+      : inner_(std::move(inner)), stopped_(std::move(stopped)), log_(log) {}
+  ~RecordingTransport() override { log_->Add("destroy"); }
+  transport::Address local_address() const override { return inner_->local_address(); }
+  uint64_t SendRequest(const transport::Address& dest, transport::Buffer request,
+                       ResponseCallback done, int64_t deadline_nanos) override {
+    return inner_->SendRequest(dest, std::move(request), std::move(done), deadline_nanos);
+  }
+  void Abort(uint64_t id, absl::Status status) override { inner_->Abort(id, std::move(status)); }
+  void Reply(const transport::IncomingRequest& request, transport::Buffer response) override {
+    inner_->Reply(request, std::move(response));
+  }
+  int64_t spin_nanos() const override { return inner_->spin_nanos(); }
+  uint64_t live_server_rpcs() const override { return inner_->live_server_rpcs(); }
+  void Stop() override {
+    inner_->Stop();
+    stopped_->store(true);
+    log_->Add("stop");
+  }
+
+ private:
+  std::unique_ptr<internal::MessageTransport> inner_;
+  std::shared_ptr<std::atomic<bool>> stopped_;
+  Log* log_;
+};
+
+TEST(ServerTransportTest, Server_StopsItsTransportsBeforeDestroyingThem) {
+  testing::FabricNetwork net;
+  RecordingTransport::Log log;
+  TestState state;
+  SyncEcho service(&state);
+  ServerBuilder builder;
+  builder.AddListeningPort("127.0.0.1:0", InsecureServerCredentials());
+  builder.RegisterService(&service);
+  builder.SetTransportFactoryForTesting(
+      [&](const internal::UdpTransportOptions& options,
+          internal::MessageTransport::RequestHandler handler)
+          -> absl::StatusOr<std::unique_ptr<internal::MessageTransport>> {
+        auto stopped = std::make_shared<std::atomic<bool>>(false);
+        // Requests reaching the server once Stop() has returned would be a use of a
+        // transport the server is tearing down.
+        auto inner = net.factory()(
+            options, [&log, stopped, handler = std::move(handler)](transport::IncomingRequest r) {
+              if (stopped->load()) log.Add("request after stop");
+              handler(std::move(r));
+            });
+        if (!inner.ok()) return inner.status();
+        return std::unique_ptr<internal::MessageTransport>(
+            new RecordingTransport(std::move(*inner), stopped, &log));
+      });
+  std::unique_ptr<Server> server = builder.BuildAndStart();
+  ASSERT_NE(server, nullptr);
+  server->Shutdown();
+  server.reset();
+  absl::MutexLock lock(&log.mu);
+  EXPECT_EQ(log.events, (std::vector<std::string>{"stop", "destroy"}));
 }
 
 // ---- Builder ----

@@ -128,6 +128,11 @@ TEST(ImpairmentProxyTest, ImpairmentProxy_RelaysByteExactBothWaysAtRateZero) {
   EXPECT_NE(peer_a, peer_b);
   EXPECT_NE(peer_a, client_a.address());
   EXPECT_NE(peer_b, client_b.address());
+  // The relay publishes its counts after each batch, which may be just after the last reply
+  // reached the client.
+  ASSERT_TRUE(proxy->WaitFor([&](const ImpairmentStats& st) {
+    return st.to_client.received == 2 * sizes.size();
+  }, kGuard)) << "the proxy counted only " << proxy->stats().to_client.received << " replies";
   ImpairmentStats s = proxy->stats();
   EXPECT_EQ(s.clients, 2u);
   for (const ImpairmentCounters* c : {&s.to_server, &s.to_client}) {
