@@ -79,6 +79,10 @@ absl::Status BuildTransportOptions(const ChannelArguments& args, const transport
   transport::Config& config = endpoint.config;
   endpoint.num_loops = 1;
   config.max_message_length = limits.max_message_length;
+  // Responses above the receive limit are refused on their first packet, before any of their
+  // bytes are buffered (the call then fails RESOURCE_EXHAUSTED).
+  config.max_incoming_message_length =
+      static_cast<uint32_t>(MessageLengthFor(limits.max_receive_bytes));
 
   const int spin_us = args.GetInt(kArgSpinMicros, static_cast<int>(config.poll_usecs));
   config.poll_usecs = static_cast<uint32_t>(std::max(spin_us, 0));

@@ -11,8 +11,9 @@
 // - live calls: SetMaxConcurrentCalls / kArgMaxConcurrentCalls, default 100000; 0 or
 //   negative = no bound.
 // - transport Config::max_message_length = max(receive, send) + 64 KiB for the envelope
-//   header, capped at 1 GiB (the wire's ceiling). A request above that is refused by the
-//   transport itself, which the client also sees as RESOURCE_EXHAUSTED.
+//   header, capped at 1 GiB (the wire's ceiling), and max_incoming_message_length = receive +
+//   64 KiB: a request above that is refused by the transport on its first packet, before any
+//   byte is buffered, which the client also sees as RESOURCE_EXHAUSTED.
 // Other arguments: kArgSpinMicros (loop poll time and worker spin, default 50),
 // kArgMtu, kArgIoBackend ("auto" | "uring" | "epoll"), kArgServerLoops (loops per port,
 // also SetNumLoops; whichever was set last).
@@ -136,6 +137,11 @@ std::unique_ptr<Server> ServerBuilder::BuildAndStart() {
   internal::UdpTransportOptions options;
   transport::Config& config = options.endpoint.config;
   config.max_message_length = static_cast<uint32_t>(limits.max_message);
+  // Requests above the receive limit (plus the envelope's room) are refused by the transport
+  // on their first packet, before any byte is buffered; the client sees RESOURCE_EXHAUSTED.
+  // Those within the room but above the limit are answered RESOURCE_EXHAUSTED by the call.
+  config.max_incoming_message_length =
+      static_cast<uint32_t>(std::min(kWireCeiling, limits.max_receive_message + kEnvelopeRoom));
   const int spin_micros = std::max(0, args_.GetInt(kArgSpinMicros, kDefaultSpinMicros));
   config.poll_usecs = static_cast<uint32_t>(spin_micros);
   const int mtu = args_.GetInt(kArgMtu, 0);
