@@ -1,4 +1,5 @@
-// homarpc-bench: side-by-side measurements of homarpc and raw-socket floors, one run at a time.
+// homarpc-bench: side-by-side measurements of homarpc against raw-socket floors and against
+// gRPC C++, one run at a time.
 //
 // main() parses the flags (every value flag is parsed by parse.h so that any bad value ends
 // the program with one line on stderr and exit status 2), fills the Registry, and runs each
@@ -28,15 +29,21 @@
 #include "tools/bench/parse.h"
 #include "tools/bench/report.h"
 #include "tools/bench/result.h"
+#include "tools/bench/rpc_report.h"
+#include "tools/bench/rpc_scenarios.h"
 #include "tools/bench/system.h"
 #include "tools/bench/transport_echo.h"
 
 ABSL_FLAG(std::string, scenario, "transport-echo", "Scenario to run (--list shows them).");
 ABSL_FLAG(std::string, systems, "",
           "Comma list of systems to run; empty = every system of the scenario.");
-ABSL_FLAG(std::string, sizes, "64,1024,16384,65536,1048576,16777216",
-          "Comma list of request sizes in bytes; suffixes K, M, G, KiB, MiB, GiB (binary).");
-ABSL_FLAG(std::string, concurrency, "1", "Comma list of RPCs kept in flight (1..1024).");
+ABSL_FLAG(std::string, sizes, "",
+          "Comma list of request sizes in bytes; suffixes K, M, G, KiB, MiB, GiB (binary). "
+          "Empty = the scenario's default: 64,1K,16K,1M for unary, 64 for throughput, "
+          "64,1K,16K,64K,1M,16M otherwise.");
+ABSL_FLAG(std::string, concurrency, "",
+          "Comma list of RPCs kept in flight (1..1024). Empty = the scenario's default: "
+          "1,8,32,128 for throughput, 1 otherwise.");
 ABSL_FLAG(std::string, iterations, "100000",
           "Measured RPCs per point, at most (1..10000000); see --duration_ms.");
 ABSL_FLAG(std::string, duration_ms, "1000",
@@ -48,10 +55,17 @@ ABSL_FLAG(std::string, io_backend, "auto", "homarpc's UDP I/O: auto, uring or ep
 ABSL_FLAG(std::string, spin_us, "50",
           "homarpc: busy-poll this long before sleeping (0..1000000; 0 = always block).");
 ABSL_FLAG(std::string, mtu, "1500", "homarpc: link MTU to packetise for (576..65536).");
+ABSL_FLAG(std::string, executor, "inline",
+          "homarpc, unary scenario: where the server's sync handlers run, inline (on the loop "
+          "thread) or pool (worker threads).");
 ABSL_FLAG(bool, list, false, "List scenarios and their systems, then exit.");
 
 namespace homarpc::bench {
 namespace {
+
+// The defaults of --sizes and --concurrency for scenarios without their own.
+constexpr char kDefaultSizes[] = "64,1024,16384,65536,1048576,16777216";
+constexpr char kDefaultConcurrency[] = "1";
 
 // Everything the flags decide, validated.
 struct Options {
@@ -94,11 +108,17 @@ absl::StatusOr<Options> ParseOptions(const Registry& registry) {
     options.systems.push_back(system);
   }
 
-  absl::StatusOr<std::vector<uint64_t>> sizes = ParseByteSizeList(absl::GetFlag(FLAGS_sizes));
+  std::string sizes_text = absl::GetFlag(FLAGS_sizes);
+  if (sizes_text.empty()) sizes_text = DefaultSizes(scenario_name);
+  if (sizes_text.empty()) sizes_text = kDefaultSizes;
+  absl::StatusOr<std::vector<uint64_t>> sizes = ParseByteSizeList(sizes_text);
   if (!sizes.ok()) return FlagError("sizes", sizes.status());
   options.sizes = *sizes;
+  std::string concurrency_text = absl::GetFlag(FLAGS_concurrency);
+  if (concurrency_text.empty()) concurrency_text = DefaultConcurrency(scenario_name);
+  if (concurrency_text.empty()) concurrency_text = kDefaultConcurrency;
   absl::StatusOr<std::vector<int64_t>> concurrencies =
-      ParseBoundedIntList(absl::GetFlag(FLAGS_concurrency), 1, 1024);
+      ParseBoundedIntList(concurrency_text, 1, 1024);
   if (!concurrencies.ok()) return FlagError("concurrency", concurrencies.status());
   options.concurrencies = *concurrencies;
 
@@ -130,15 +150,19 @@ absl::StatusOr<Options> ParseOptions(const Registry& registry) {
   return options;
 }
 
-std::string SettingsLine(const Options& options) {
+std::string SettingsLine(const Options& options, const RpcOptions& rpc_options) {
   utsname host{};
   uname(&host);
+  std::string executor;
+  if (options.scenario->name == kUnary) {
+    executor = absl::StrCat(" executor=", ExecutorName(rpc_options.executor));
+  }
   return absl::StrFormat(
       "Per point: at most %d RPCs or %d ms after %d warmup RPCs. homarpc: io_backend=%s "
-      "spin_us=%d mtu=%d. Loopback, %d CPUs, %s %s.",
+      "spin_us=%d mtu=%d%s. Loopback, %d CPUs, %s %s.",
       options.iterations, options.duration_ms, options.warmup, options.settings.io_backend,
-      options.settings.spin_us, options.settings.mtu, std::thread::hardware_concurrency(),
-      host.sysname, host.release);
+      options.settings.spin_us, options.settings.mtu, executor,
+      std::thread::hardware_concurrency(), host.sysname, host.release);
 }
 
 void PrintList(const Registry& registry) {
@@ -149,7 +173,7 @@ void PrintList(const Registry& registry) {
   }
 }
 
-int Run(const Options& options) {
+int Run(const Options& options, const RpcOptions& rpc_options) {
   std::vector<Result> results;
   std::vector<PointNote> skipped;
   std::vector<PointNote> failed;
@@ -193,9 +217,13 @@ int Run(const Options& options) {
     }
   }
   if (!options.json) {
-    std::printf("%s", MarkdownReport(options.scenario->name, options.scenario->description,
-                                     SettingsLine(options), results, skipped, failed)
-                          .c_str());
+    std::string report = MarkdownReport(options.scenario->name, options.scenario->description,
+                                        SettingsLine(options, rpc_options), results, skipped,
+                                        failed);
+    if (IsRpcScenario(options.scenario->name)) {
+      report += RatioTable(results, kHomarpcSystem, kGrpcSystem);
+    }
+    std::printf("%s", report.c_str());
   }
   return failed.empty() ? 0 : 1;
 }
@@ -206,17 +234,29 @@ int Run(const Options& options) {
 int main(int argc, char** argv) {
   namespace bench = homarpc::bench;
   absl::SetProgramUsageMessage(
-      "Measures homarpc against raw-socket floors on loopback.\n"
-      "  homarpc-bench [--scenario=transport-echo] [--systems=a,b] [--sizes=64,1M] [--json]\n"
+      "Measures homarpc against raw-socket floors and gRPC C++ on loopback.\n"
+      "  homarpc-bench [--scenario=transport-echo|unary|throughput|...] [--systems=a,b]\n"
+      "                [--sizes=64,1M] [--concurrency=1,32] [--json]\n"
       "See tools/bench/README.md.");
   std::vector<char*> positional = absl::ParseCommandLine(argc, argv);
   if (positional.size() > 1) {
     std::fprintf(stderr, "homarpc-bench: unexpected argument '%s' (flags only)\n", positional[1]);
     return 2;
   }
+  // --executor is read before the registry is filled: the unary homarpc system is built with it.
+  absl::StatusOr<bench::HomarpcExecutor> executor =
+      bench::ParseExecutor(absl::GetFlag(FLAGS_executor));
+  if (!executor.ok()) {
+    std::fprintf(stderr, "homarpc-bench: --executor: %s\n",
+                 std::string(executor.status().message()).c_str());
+    return 2;
+  }
+  bench::RpcOptions rpc_options;
+  rpc_options.executor = *executor;
   bench::Registry registry;
   bench::RegisterTransportEcho(registry);
   bench::RegisterHomarpcSystems(registry);
+  bench::RegisterRpcScenarios(registry, rpc_options);
   if (absl::GetFlag(FLAGS_list)) {
     bench::PrintList(registry);
     return 0;
@@ -226,5 +266,5 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "homarpc-bench: %s\n", std::string(options.status().message()).c_str());
     return 2;
   }
-  return bench::Run(*options);
+  return bench::Run(*options, rpc_options);
 }
