@@ -53,6 +53,7 @@
 #include "runtime/envelope.h"
 #include "runtime/metadata.h"
 #include "runtime/target.h"
+#include "runtime/transport_args.h"
 #include "transport/log.h"
 
 namespace homarpc {
@@ -84,12 +85,7 @@ absl::Status BuildTransportOptions(const ChannelArguments& args, const transport
   config.max_incoming_message_length =
       static_cast<uint32_t>(MessageLengthFor(limits.max_receive_bytes));
 
-  const int spin_us = args.GetInt(kArgSpinMicros, static_cast<int>(config.poll_usecs));
-  config.poll_usecs = static_cast<uint32_t>(std::max(spin_us, 0));
-
-  const int mtu = args.GetInt(kArgMtu, static_cast<int>(config.mtu));
-  if (mtu <= 0) return absl::InvalidArgumentError(absl::StrCat(kArgMtu, " must be positive"));
-  config.mtu = static_cast<uint32_t>(mtu);
+  if (absl::Status s = internal::ApplyTransportArgs(args, options); !s.ok()) return s;
 
   const int timeout_ms = args.GetInt(kArgUnavailableTimeoutMs, 100);
   if (timeout_ms <= 0) {
@@ -101,18 +97,6 @@ absl::Status BuildTransportOptions(const ChannelArguments& args, const transport
   config.resend_ticks = std::min(config.resend_ticks, config.timeout_ticks - 1);
   config.resend_interval = std::min(config.resend_interval, config.resend_ticks);
 
-  if (const std::string* io = args.GetString(kArgIoBackend); io != nullptr) {
-    if (*io == "auto") {
-      endpoint.io.kind = transport::IoKind::kAuto;
-    } else if (*io == "uring") {
-      endpoint.io.kind = transport::IoKind::kUring;
-    } else if (*io == "epoll") {
-      endpoint.io.kind = transport::IoKind::kEpoll;
-    } else {
-      return absl::InvalidArgumentError(
-          absl::StrCat(kArgIoBackend, " must be auto, uring or epoll, not '", *io, "'"));
-    }
-  }
   absl::StatusOr<transport::Address> wildcard =
       transport::Address::Parse(first.is_v6() ? "[::]:0" : "0.0.0.0:0");
   endpoint.io.bind_address = *wildcard;

@@ -54,6 +54,9 @@ inline constexpr char kArgLoadBalancingPolicy[] = "grpc.lb_policy_name";
 inline constexpr char kArgSpinMicros[] = "homarpc.spin_us";
 // Link MTU the transport packetises for (default 1500).
 inline constexpr char kArgMtu[] = "homarpc.mtu";
+// Uplink rate in Mbit/s the sender paces its data to (default 25000, a 25 Gbit/s NIC);
+// 0 = no pacing (loopback, or a NIC that paces itself).
+inline constexpr char kArgLinkMbps[] = "homarpc.link_mbps";
 // "auto" (default), "uring" or "epoll".
 inline constexpr char kArgIoBackend[] = "homarpc.io_backend";
 // Milliseconds of silence from the server after which a call fails UNAVAILABLE (default 100;

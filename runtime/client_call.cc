@@ -267,7 +267,10 @@ Status ClientCall::Wait() {
       CpuRelax();
       if (n % 16 != 0) continue;
       if (clock->NowNanos() - start >= spin) break;
-      if (n % 256 == 0) std::this_thread::yield();
+      // Yield at every clock check: with a loop thread per side plus this caller on a small
+      // machine, the thread with work may be queued behind this one (sched_yield returns at
+      // once when nobody is). Measured on 2 cores: 64 B p50 113 us -> 11 us.
+      std::this_thread::yield();
     }
   }
   notification_.WaitForNotification();

@@ -27,6 +27,7 @@
 #include "runtime/metadata.h"
 #include "runtime/server_impl.h"
 #include "runtime/target.h"
+#include "runtime/transport_args.h"
 #include "transport/clock.h"
 #include "transport/log.h"
 
@@ -36,7 +37,6 @@ namespace {
 constexpr size_t kUnlimitedMessageBytes = size_t{64} << 20;  // what -1 means
 constexpr size_t kEnvelopeRoom = size_t{64} << 10;
 constexpr size_t kWireCeiling = size_t{1} << 30;
-constexpr int kDefaultSpinMicros = 50;
 
 size_t ResolveLimit(int value) {
   if (value < 0) return kUnlimitedMessageBytes;
@@ -142,23 +142,11 @@ std::unique_ptr<Server> ServerBuilder::BuildAndStart() {
   // Those within the room but above the limit are answered RESOURCE_EXHAUSTED by the call.
   config.max_incoming_message_length =
       static_cast<uint32_t>(std::min(kWireCeiling, limits.max_receive_message + kEnvelopeRoom));
-  const int spin_micros = std::max(0, args_.GetInt(kArgSpinMicros, kDefaultSpinMicros));
-  config.poll_usecs = static_cast<uint32_t>(spin_micros);
-  const int mtu = args_.GetInt(kArgMtu, 0);
-  if (mtu > 0) config.mtu = static_cast<uint32_t>(mtu);
-  if (const std::string* io = args_.GetString(kArgIoBackend); io != nullptr) {
-    if (*io == "auto") {
-      options.endpoint.io.kind = transport::IoKind::kAuto;
-    } else if (*io == "uring") {
-      options.endpoint.io.kind = transport::IoKind::kUring;
-    } else if (*io == "epoll") {
-      options.endpoint.io.kind = transport::IoKind::kEpoll;
-    } else {
-      HOMARPC_LOG(ERROR) << "BuildAndStart: " << kArgIoBackend << " must be auto, uring or "
-                         << "epoll, not \"" << *io << "\"";
-      return nullptr;
-    }
+  if (absl::Status s = internal::ApplyTransportArgs(args_, &options); !s.ok()) {
+    HOMARPC_LOG(ERROR) << "BuildAndStart: " << s.message();
+    return nullptr;
   }
+  const int64_t spin_micros = config.poll_usecs;
   options.endpoint.num_loops = args_.GetInt(kArgServerLoops, num_loops_);
   if (options.endpoint.num_loops < 1) {
     HOMARPC_LOG(ERROR) << "BuildAndStart: the number of loops must be at least 1, not "

@@ -99,7 +99,14 @@ void Loop::RunUntil(absl::FunctionRef<bool()> done, int64_t wake_by_nanos) {
       continue;
     }
     const int64_t spin = engine_->MidTransfer() ? busy_spin_nanos_ : spin_nanos_;
-    if (now - idle_since < spin) continue;
+    if (now - idle_since < spin) {
+      // Spin politely: when more threads want to run than there are cores (a blocking caller,
+      // this loop and a server loop on 2 cores), a spinning thread that keeps its core until
+      // its budget runs out delays the one that has work by that much on every call.
+      // sched_yield returns at once when nobody else is runnable here.
+      std::this_thread::yield();
+      continue;
+    }
     // A timer due within the spin time (the pacer releasing the next packets, typically) is
     // waited for by spinning: a sleep that short costs a wake-up, or a whole millisecond where
     // the kernel's timeout granularity is coarse.

@@ -61,6 +61,8 @@ void ApplySettings(const RunSettings& settings, AddInt add_int, AddString add_st
   add_int(homarpc::kArgSpinMicros, static_cast<int>(settings.spin_us));
   add_int(homarpc::kArgMtu, static_cast<int>(settings.mtu));
   add_string(homarpc::kArgIoBackend, settings.io_backend);
+  // Loopback has no NIC queue for the pacer to protect (as in transport-echo).
+  add_int(homarpc::kArgLinkMbps, 0);
 }
 
 absl::Status ServeEcho(const Point& point, ServerEnv& env, homarpc::Service* service,

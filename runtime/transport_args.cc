@@ -1,0 +1,43 @@
+#include "runtime/transport_args.h"
+
+#include <string>
+
+#include "absl/strings/str_cat.h"
+
+namespace homarpc::internal {
+
+absl::Status ApplyTransportArgs(const ChannelArguments& args, UdpTransportOptions* options) {
+  transport::Config& config = options->endpoint.config;
+  const int spin_us = args.GetInt(kArgSpinMicros, static_cast<int>(config.poll_usecs));
+  if (spin_us < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(kArgSpinMicros, " must not be negative"));
+  }
+  config.poll_usecs = static_cast<uint32_t>(spin_us);
+
+  const int mtu = args.GetInt(kArgMtu, static_cast<int>(config.mtu));
+  if (mtu <= 0) return absl::InvalidArgumentError(absl::StrCat(kArgMtu, " must be positive"));
+  config.mtu = static_cast<uint32_t>(mtu);
+
+  const int link_mbps = args.GetInt(kArgLinkMbps, static_cast<int>(config.link_mbps));
+  if (link_mbps < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(kArgLinkMbps, " must not be negative"));
+  }
+  config.link_mbps = static_cast<uint32_t>(link_mbps);
+
+  if (const std::string* io = args.GetString(kArgIoBackend); io != nullptr) {
+    if (*io == "auto") {
+      options->endpoint.io.kind = transport::IoKind::kAuto;
+    } else if (*io == "uring") {
+      options->endpoint.io.kind = transport::IoKind::kUring;
+    } else if (*io == "epoll") {
+      options->endpoint.io.kind = transport::IoKind::kEpoll;
+    } else {
+      return absl::InvalidArgumentError(
+          absl::StrCat(kArgIoBackend, " must be auto, uring or epoll, not '", *io, "'"));
+    }
+  }
+  // The config's own checks (an MTU too small for a packet, ...) name the field.
+  return config.Validate();
+}
+
+}  // namespace homarpc::internal

@@ -1,0 +1,60 @@
+// Tests of runtime/transport_args: the transport-level channel arguments shared by channels
+// and servers.
+#include "runtime/transport_args.h"
+
+#include <gtest/gtest.h>
+
+namespace homarpc::internal {
+namespace {
+
+TEST(TransportArgs, AbsentKeysKeepTheDefaults) {
+  UdpTransportOptions options;
+  const transport::Config defaults;
+  ASSERT_TRUE(ApplyTransportArgs(ChannelArguments(), &options).ok());
+  EXPECT_EQ(options.endpoint.config.poll_usecs, defaults.poll_usecs);
+  EXPECT_EQ(options.endpoint.config.mtu, defaults.mtu);
+  EXPECT_EQ(options.endpoint.config.link_mbps, defaults.link_mbps);
+  EXPECT_EQ(options.endpoint.io.kind, transport::IoKind::kAuto);
+}
+
+TEST(TransportArgs, EveryKeyIsApplied) {
+  ChannelArguments args;
+  args.SetInt(kArgSpinMicros, 0);
+  args.SetInt(kArgMtu, 9000);
+  args.SetInt(kArgLinkMbps, 0);
+  args.SetString(kArgIoBackend, "epoll");
+  UdpTransportOptions options;
+  ASSERT_TRUE(ApplyTransportArgs(args, &options).ok());
+  EXPECT_EQ(options.endpoint.config.poll_usecs, 0u);
+  EXPECT_EQ(options.endpoint.config.mtu, 9000u);
+  EXPECT_EQ(options.endpoint.config.link_mbps, 0u);
+  EXPECT_EQ(options.endpoint.io.kind, transport::IoKind::kEpoll);
+}
+
+TEST(TransportArgs, BadValuesAreRejectedNamingTheKey) {
+  struct Case {
+    const char* key;
+    int value;
+  };
+  for (const Case& c : {Case{kArgSpinMicros, -1}, Case{kArgMtu, 0}, Case{kArgMtu, 100},
+                        Case{kArgLinkMbps, -5}}) {
+    ChannelArguments args;
+    args.SetInt(c.key, c.value);
+    UdpTransportOptions options;
+    absl::Status s = ApplyTransportArgs(args, &options);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << c.key << "=" << c.value;
+    // The MTU floor is the transport config's own check, which names its field.
+    EXPECT_TRUE(s.message().find(c.key) != absl::string_view::npos ||
+                s.message().find("mtu") != absl::string_view::npos)
+        << s;
+  }
+  ChannelArguments args;
+  args.SetString(kArgIoBackend, "dpdk");
+  UdpTransportOptions options;
+  absl::Status s = ApplyTransportArgs(args, &options);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("dpdk"), absl::string_view::npos) << s;
+}
+
+}  // namespace
+}  // namespace homarpc::internal
