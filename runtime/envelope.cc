@@ -26,6 +26,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "runtime/metadata.h"
+#include "transport/big_endian.h"
 
 namespace homarpc::internal {
 namespace {
@@ -48,27 +49,12 @@ constexpr size_t kStatusCodeBytes = 4;
 constexpr uint32_t kMaxStatusCode = 16;  // UNAUTHENTICATED
 constexpr uint8_t kSkippableBit = 0x80;
 
-inline uint16_t Load16(const uint8_t* p) {
-  return static_cast<uint16_t>((uint16_t{p[0]} << 8) | p[1]);
-}
-inline uint32_t Load32(const uint8_t* p) {
-  return (uint32_t{p[0]} << 24) | (uint32_t{p[1]} << 16) | (uint32_t{p[2]} << 8) | p[3];
-}
-inline uint64_t Load64(const uint8_t* p) { return (uint64_t{Load32(p)} << 32) | Load32(p + 4); }
-inline void Store16(uint8_t* p, uint16_t v) {
-  p[0] = static_cast<uint8_t>(v >> 8);
-  p[1] = static_cast<uint8_t>(v);
-}
-inline void Store32(uint8_t* p, uint32_t v) {
-  p[0] = static_cast<uint8_t>(v >> 24);
-  p[1] = static_cast<uint8_t>(v >> 16);
-  p[2] = static_cast<uint8_t>(v >> 8);
-  p[3] = static_cast<uint8_t>(v);
-}
-inline void Store64(uint8_t* p, uint64_t v) {
-  Store32(p, static_cast<uint32_t>(v >> 32));
-  Store32(p + 4, static_cast<uint32_t>(v));
-}
+using transport::Load16;
+using transport::Load32;
+using transport::Load64;
+using transport::Store16;
+using transport::Store32;
+using transport::Store64;
 
 const char* KindName(EnvelopeKind kind) {
   switch (kind) {
@@ -400,9 +386,7 @@ absl::StatusOr<Envelope> Decode(absl::Span<const uint8_t> message, size_t max_me
 
 std::optional<uint64_t> PeekCallId(absl::Span<const uint8_t> message) {
   if (message.size() < kEnvelopeHeaderBytes) return std::nullopt;
-  uint64_t id = 0;
-  for (size_t i = 12; i < 20; ++i) id = (id << 8) | message[i];
-  return id;
+  return Load64(message.data() + kOffCallId);
 }
 
 }  // namespace homarpc::internal
