@@ -259,6 +259,10 @@ std::vector<uint32_t> SendSequence(double reorder_rate, ImpairmentCounters* coun
     }
     seqs.push_back(SeqOf(d->second));
   }
+  // Counts are published after each batch, possibly just after the last datagram went out.
+  EXPECT_TRUE(proxy->WaitFor(
+      [&](const ImpairmentStats& st) { return st.to_server.received == uint64_t{kCount}; },
+      kGuard));
   *counters = proxy->stats().to_server;
   return seqs;
 }
@@ -316,6 +320,9 @@ TEST(ImpairmentProxyTest, ImpairmentProxy_CorruptDamagesOnlyTheMagic) {
                            &decoded),
               wire::DecodeError::kBadMagic);
   }
+  // Counts are published after each batch, possibly just after the last datagram went out.
+  ASSERT_TRUE(proxy->WaitFor(
+      [](const ImpairmentStats& st) { return st.to_server.received == 20u; }, kGuard));
   EXPECT_EQ(proxy->stats().to_server.corrupted, 20u);
 }
 
@@ -335,6 +342,9 @@ TEST(ImpairmentProxyTest, ImpairmentProxy_DelayDeliversEverythingLater) {
   }
   std::sort(seqs.begin(), seqs.end());
   for (uint32_t i = 0; i < 100; ++i) ASSERT_EQ(seqs[i], i);
+  // Counts are published after each timer pass, possibly just after the last datagram left.
+  ASSERT_TRUE(proxy->WaitFor(
+      [](const ImpairmentStats& st) { return st.to_server.forwarded == 100u; }, kGuard));
   ImpairmentStats s = proxy->stats();
   EXPECT_EQ(s.to_server.delayed, 100u);
   EXPECT_EQ(s.to_server.forwarded, 100u);
