@@ -28,6 +28,8 @@
 ABSL_FLAG(std::string, role, "both", "both (fork a server and run the client), server, client");
 ABSL_FLAG(std::string, server, "", "client: server address, e.g. 127.0.0.1:5000");
 ABSL_FLAG(int, port, 0, "server: UDP port to bind (0 = any)");
+ABSL_FLAG(std::string, bind, "127.0.0.1",
+          "server: address to bind, e.g. 0.0.0.0 inside a testbed host (tools/testbed.sh)");
 ABSL_FLAG(std::string, sizes, "64,1K,16K,64K,1M,16M", "message sizes (suffixes K, M)");
 ABSL_FLAG(int, count, 200, "round trips per size (fewer for sizes over 1 MiB)");
 ABSL_FLAG(int, spin_us, 50, "spin this long before sleeping (0 = block at once)");
@@ -75,7 +77,10 @@ EndpointOptions OptionsFromFlags() {
 // Runs an echo server until killed. Writes the bound port to `port_fd` if >= 0.
 int RunServer(int port_fd) {
   EndpointOptions o = OptionsFromFlags();
-  o.io.bind_address = Address::Loopback4(static_cast<uint16_t>(absl::GetFlag(FLAGS_port)));
+  absl::StatusOr<Address> bind =
+      Address::Parse(absl::GetFlag(FLAGS_bind), static_cast<uint16_t>(absl::GetFlag(FLAGS_port)));
+  if (!bind.ok()) Die(absl::StrCat("--bind: ", bind.status().message()));
+  o.io.bind_address = *bind;
   auto self = std::make_shared<std::atomic<Endpoint*>>(nullptr);
   auto ep = Endpoint::Create(o, [self](IncomingRequest r) {
     Buffer echo = std::move(r.payload);
@@ -114,6 +119,9 @@ int RunClient(const Address& server) {
   if (count < 1) Die("--count must be at least 1");
   EndpointOptions options = OptionsFromFlags();
   options.inline_loop = true;  // this thread drives the client's loop: no hand-off per call
+  // Any local address of the server's family, so a server on another host (a testbed
+  // namespace) is reachable, not only one on loopback.
+  options.io.bind_address = Address::Parse(server.is_v6() ? "[::]:0" : "0.0.0.0:0").value();
   auto ep = Endpoint::Create(options);
   if (!ep.ok()) Die(absl::StrCat("client: ", ep.status().ToString()));
   std::printf("Homa/UDP echo to %s, backend %s, MTU %d, spin %d us\n\n",
