@@ -35,6 +35,9 @@ ABSL_FLAG(int, count, 200, "round trips per size (fewer for sizes over 1 MiB)");
 ABSL_FLAG(int, spin_us, 50, "spin this long before sleeping (0 = block at once)");
 ABSL_FLAG(std::string, io_backend, "auto", "auto, uring or epoll");
 ABSL_FLAG(int, mtu, 1500, "link MTU the transport packetizes for");
+ABSL_FLAG(int, link_mbps, 0,
+          "uplink rate to pace to in Mbit/s; 0 = no pacing (loopback). Match the testbed's "
+          "link rate there (tools/testbed.sh --rate)");
 
 namespace homarpc::transport {
 namespace {
@@ -58,8 +61,11 @@ EndpointOptions OptionsFromFlags() {
   EndpointOptions o;
   o.config.poll_usecs = static_cast<uint32_t>(absl::GetFlag(FLAGS_spin_us));
   o.config.mtu = static_cast<uint32_t>(absl::GetFlag(FLAGS_mtu));
-  // Loopback has no 25 Gbit/s NIC to protect from queueing; pace at a rate it sustains.
-  o.config.link_mbps = 0;
+  // Loopback has no NIC to protect from queueing (the default 0 sends as fast as granted);
+  // on a shaped testbed link, pace to its rate.
+  const int link_mbps = absl::GetFlag(FLAGS_link_mbps);
+  if (link_mbps < 0) Die("--link_mbps must not be negative");
+  o.config.link_mbps = static_cast<uint32_t>(link_mbps);
   const std::string io = absl::GetFlag(FLAGS_io_backend);
   if (io == "auto") {
     o.io.kind = IoKind::kAuto;
