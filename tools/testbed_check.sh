@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # tools/testbed_check.sh: the ctest `testbed_smoke` (tools/CMakeLists.txt). Builds a 3-host
 # testbed with tools/testbed.sh and checks that an RPC crosses it: a greeter server in host 0,
-# greeter clients in hosts 1 and 2 calling it at host 0's address; then that the teardown left
-# no namespace behind. Exits 77 (ctest's skip code here) when not root.
+# greeter clients in hosts 1 and 2 calling it at host 0's address; with BENCH, that
+# `homarpc-bench --testbed` runs both RPC systems across it; then that the teardown left no
+# namespace behind. Exits 77 (ctest's skip code here) when not root.
 #
-#   tools/testbed_check.sh GREETER_SERVER GREETER_CLIENT
+#   tools/testbed_check.sh GREETER_SERVER GREETER_CLIENT [BENCH]
 set -euo pipefail
 server_bin="$1"
 client_bin="$2"
+bench_bin="${3:-}"
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 if [[ "$(id -u)" != 0 ]]; then
   echo "skipped: tools/testbed.sh needs root (network namespaces)"
@@ -37,9 +39,19 @@ inside() {
   [[ "$out1" == "Greeter received: Hello h1" ]] || { echo "host 1 got: $out1"; return 1; }
   [[ "$out2" == "Greeter received: Hello h2" ]] || { echo "host 2 got: $out2"; return 1; }
   echo "RPCs crossed the testbed: $out1 / $out2"
+  if [[ -n "$bench_bin" ]]; then
+    local json
+    json="$("$bench_bin" --testbed --scenario=unary --sizes=64 --iterations=50 --warmup=5 \
+      --duration_ms=2000 --json)"
+    for system in grpc homarpc; do
+      grep -q "\"system\":\"$system\".*\"size\":64," <<<"$json" ||
+        { echo "no $system result from homarpc-bench --testbed: $json"; return 1; }
+    done
+    echo "homarpc-bench --testbed ran both systems"
+  fi
 }
 export -f inside
-export server_bin client_bin log
+export server_bin client_bin bench_bin log
 
 "$here/testbed.sh" run --hosts=3 --rate=200mbit --prefix="$prefix" -- bash -c inside
 if ip netns list | grep -q "^$prefix-"; then

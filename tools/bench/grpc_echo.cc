@@ -61,7 +61,7 @@ absl::Status ServeEcho(const Point& point, ServerEnv& env, ::grpc::Service* serv
                        absl::string_view kind) {
   ::grpc::ServerBuilder builder;
   int port = 0;
-  builder.AddListeningPort("127.0.0.1:0", ::grpc::InsecureServerCredentials(), &port);
+  builder.AddListeningPort(absl::StrCat(point.settings.server_host, ":0"), ::grpc::InsecureServerCredentials(), &port);
   builder.RegisterService(service);
   builder.SetMaxReceiveMessageSize(MessageLimitFor(point));
   builder.SetMaxSendMessageSize(MessageLimitFor(point));
@@ -81,7 +81,7 @@ std::shared_ptr<::grpc::Channel> Connect(const Point& point, uint16_t port) {
   ::grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(MessageLimitFor(point));
   args.SetMaxSendMessageSize(MessageLimitFor(point));
-  return ::grpc::CreateCustomChannel(absl::StrCat("127.0.0.1:", port),
+  return ::grpc::CreateCustomChannel(absl::StrCat(point.settings.server_host, ":", port),
                                      ::grpc::InsecureChannelCredentials(), args);
 }
 

@@ -23,6 +23,8 @@
 
 #include <poll.h>
 #include <signal.h>
+#include <fcntl.h>
+#include <sched.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
@@ -283,11 +285,26 @@ class PipeServerEnv final : public ServerEnv {
   std::vector<Extra> extras_;
 };
 
+// Moves this (single-threaded, just forked) process into network namespace `name`, as
+// `ip netns exec` does; sockets and threads created afterwards live there. "" = stay.
+absl::Status EnterNetns(const std::string& name) {
+  if (name.empty()) return absl::OkStatus();
+  const std::string path = absl::StrCat("/var/run/netns/", name);
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return ErrnoToStatus(errno, absl::StrCat("open ", path));
+  const int rc = setns(fd, CLONE_NEWNET);
+  const int err = errno;
+  close(fd);
+  if (rc != 0) return ErrnoToStatus(err, absl::StrCat("setns into ", name));
+  return absl::OkStatus();
+}
+
 [[noreturn]] void ServerChildMain(const System& system, const Point& point, int fd,
                                   const SharedControl* control) {
   PipeServerEnv env(fd, control);
   ChildReport report;
-  report.status = system.Serve(point, env);
+  report.status = EnterNetns(point.settings.server_netns);
+  if (report.status.ok()) report.status = system.Serve(point, env);
   if (!env.ready_sent()) {
     env.Ready(0);
     if (report.status.ok()) {
@@ -303,7 +320,9 @@ class PipeServerEnv final : public ServerEnv {
 
 [[noreturn]] void ClientChildMain(const System& system, const Point& point, uint16_t port, int fd) {
   ChildReport report;
-  absl::StatusOr<ClientSamples> samples = system.RunClient(point, port);
+  absl::Status entered = EnterNetns(point.settings.client_netns);
+  absl::StatusOr<ClientSamples> samples =
+      entered.ok() ? system.RunClient(point, port) : absl::StatusOr<ClientSamples>(entered);
   if (samples.ok()) {
     report.samples = *std::move(samples);
   } else {

@@ -21,11 +21,13 @@ using transport::IncomingRequest;
 using transport::IoKind;
 using transport::MonotonicClock;
 
-absl::StatusOr<EndpointOptions> OptionsFor(const Point& point) {
+// `server`: bind point.settings.server_host; otherwise the client's side: loopback when the
+// server is there, else any address.
+absl::StatusOr<EndpointOptions> OptionsFor(const Point& point, bool server) {
   EndpointOptions o;
   o.config.poll_usecs = static_cast<uint32_t>(point.settings.spin_us);
   o.config.mtu = static_cast<uint32_t>(point.settings.mtu);
-  o.config.link_mbps = 0;
+  o.config.link_mbps = static_cast<uint32_t>(point.settings.link_mbps);
   if (point.request_bytes > o.config.max_message_length ||
       point.response_bytes > o.config.max_message_length) {
     o.config.max_message_length = static_cast<uint32_t>(
@@ -39,7 +41,12 @@ absl::StatusOr<EndpointOptions> OptionsFor(const Point& point) {
   } else {
     o.io.kind = IoKind::kAuto;
   }
-  o.io.bind_address = Address::Loopback4(0);
+  const bool loopback = point.settings.server_host == "127.0.0.1";
+  absl::StatusOr<Address> bind = server     ? Address::Parse(point.settings.server_host, 0)
+                                 : loopback ? Address::Parse("127.0.0.1:0")
+                                            : Address::Parse("0.0.0.0:0");
+  if (!bind.ok()) return bind.status();
+  o.io.bind_address = *bind;
   if (absl::Status s = o.config.Validate(); !s.ok()) return s;
   return o;
 }
@@ -72,7 +79,7 @@ void AddEngineExtras(const Endpoint& ep, absl::string_view side, std::vector<Ext
 }  // namespace
 
 absl::Status HomarpcEcho::Serve(const Point& point, ServerEnv& env) const {
-  absl::StatusOr<EndpointOptions> options = OptionsFor(point);
+  absl::StatusOr<EndpointOptions> options = OptionsFor(point, /*server=*/true);
   if (!options.ok()) return options.status();
   const uint64_t response_bytes = point.response_bytes;
   auto self = std::make_shared<std::atomic<Endpoint*>>(nullptr);
@@ -97,13 +104,16 @@ absl::Status HomarpcEcho::Serve(const Point& point, ServerEnv& env) const {
 
 absl::StatusOr<ClientSamples> HomarpcEcho::RunClient(const Point& point,
                                                      uint16_t server_port) const {
-  absl::StatusOr<EndpointOptions> options = OptionsFor(point);
+  absl::StatusOr<EndpointOptions> options = OptionsFor(point, /*server=*/false);
   if (!options.ok()) return options.status();
   options->inline_loop = true;
   absl::StatusOr<std::unique_ptr<Endpoint>> created = Endpoint::Create(*options);
   if (!created.ok()) return created.status();
   Endpoint& ep = **created;
-  const Address server = Address::Loopback4(server_port);
+  absl::StatusOr<Address> server_address =
+      Address::Parse(point.settings.server_host, server_port);
+  if (!server_address.ok()) return server_address.status();
+  const Address server = *server_address;
   const transport::Clock* clock = MonotonicClock::Get();
 
   ClientSamples samples;

@@ -61,15 +61,15 @@ void ApplySettings(const RunSettings& settings, AddInt add_int, AddString add_st
   add_int(homarpc::kArgSpinMicros, static_cast<int>(settings.spin_us));
   add_int(homarpc::kArgMtu, static_cast<int>(settings.mtu));
   add_string(homarpc::kArgIoBackend, settings.io_backend);
-  // Loopback has no NIC queue for the pacer to protect (as in transport-echo).
-  add_int(homarpc::kArgLinkMbps, 0);
+  // 0 on loopback, which has no NIC queue for the pacer to protect (as in transport-echo).
+  add_int(homarpc::kArgLinkMbps, static_cast<int>(settings.link_mbps));
 }
 
 absl::Status ServeEcho(const Point& point, ServerEnv& env, homarpc::Service* service,
                        homarpc::ServerExecutor executor, absl::string_view kind) {
   homarpc::ServerBuilder builder;
   int port = 0;
-  builder.AddListeningPort("127.0.0.1:0", homarpc::InsecureServerCredentials(), &port);
+  builder.AddListeningPort(absl::StrCat(point.settings.server_host, ":0"), homarpc::InsecureServerCredentials(), &port);
   builder.RegisterService(service);
   builder.SetMaxReceiveMessageSize(MessageLimitFor(point));
   builder.SetMaxSendMessageSize(MessageLimitFor(point));
@@ -100,7 +100,7 @@ std::shared_ptr<homarpc::Channel> Connect(const Point& point, uint16_t port) {
   ApplySettings(
       point.settings, [&](const char* key, int value) { args.SetInt(key, value); },
       [&](const char* key, const std::string& value) { args.SetString(key, value); });
-  return homarpc::CreateCustomChannel(absl::StrCat("127.0.0.1:", port),
+  return homarpc::CreateCustomChannel(absl::StrCat(point.settings.server_host, ":", port),
                                       homarpc::InsecureChannelCredentials(), args);
 }
 

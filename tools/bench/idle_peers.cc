@@ -430,6 +430,7 @@ absl::Status PeerFleet::CheckRetries() {
 }  // namespace
 
 std::string HomarpcPeers::SkipReason(const Point& point) const {
+  if (point.settings.server_host != "127.0.0.1") return "memory scenarios run on loopback only";
   if (point.size == 0) return "the size is the number of peers; 0 peers measure nothing";
   if (point.size > kMaxPeers) {
     return absl::StrCat("the size is the number of peers; at most ", kMaxPeers,

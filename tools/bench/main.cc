@@ -12,6 +12,8 @@
 #include <sys/utsname.h>
 
 #include <cstdio>
+#include <cstdlib>
+#include <regex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -58,6 +60,12 @@ ABSL_FLAG(std::string, mtu, "1500", "homarpc: link MTU to packetise for (576..65
 ABSL_FLAG(std::string, executor, "inline",
           "homarpc, unary scenario: where the server's sync handlers run, inline (on the loop "
           "thread) or pool (worker threads).");
+ABSL_FLAG(std::string, link_mbps, "",
+          "homarpc: pacing rate in Mbit/s (0..10000000; 0 = no pacing). Empty = 0 on loopback, "
+          "the testbed's link rate with --testbed.");
+ABSL_FLAG(bool, testbed, false,
+          "Run inside tools/testbed.sh (from `testbed.sh run -- homarpc-bench ...`): the server "
+          "in host 0, the client in host 1, over the shaped links. Loopback-only systems skip.");
 ABSL_FLAG(bool, list, false, "List scenarios and their systems, then exit.");
 
 namespace homarpc::bench {
@@ -66,6 +74,39 @@ namespace {
 // The defaults of --sizes and --concurrency for scenarios without their own.
 constexpr char kDefaultSizes[] = "64,1024,16384,65536,1048576,16777216";
 constexpr char kDefaultConcurrency[] = "1";
+
+// A tc rate ("1gbit", "500mbit", "12.5mbps" = bytes per second) in Mbit/s.
+absl::StatusOr<int64_t> TcRateMbps(const std::string& rate) {
+  static const std::regex kRate(R"(^([0-9]+(\.[0-9]+)?)([kmgt]?)(bit|bps)$)");
+  std::smatch m;
+  if (!std::regex_match(rate, m, kRate)) {
+    return absl::InvalidArgumentError(absl::StrCat("'", rate, "' is not a tc rate"));
+  }
+  double value = std::stod(m[1].str());
+  const std::string unit = m[3].str();
+  const double per_unit = unit.empty() ? 1e-6 : unit == "k" ? 1e-3 : unit == "m" ? 1 : unit == "g" ? 1e3 : 1e6;
+  value *= per_unit * (m[4].str() == "bps" ? 8 : 1);
+  return static_cast<int64_t>(value + 0.5);
+}
+
+// --testbed: the halves go into tools/testbed.sh's hosts 0 (server) and 1 (client), which the
+// script describes in the environment of the command it runs.
+absl::Status ApplyTestbed(RunSettings* settings) {
+  const char* prefix = std::getenv("HOMARPC_TESTBED_PREFIX");
+  const char* addr = std::getenv("HOMARPC_TESTBED_ADDR_0");
+  const char* rate = std::getenv("HOMARPC_TESTBED_RATE");
+  if (prefix == nullptr || addr == nullptr || rate == nullptr) {
+    return absl::FailedPreconditionError(
+        "not inside a testbed; run as: tools/testbed.sh run -- homarpc-bench --testbed ...");
+  }
+  settings->server_netns = absl::StrCat(prefix, "-h0");
+  settings->client_netns = absl::StrCat(prefix, "-h1");
+  settings->server_host = addr;
+  absl::StatusOr<int64_t> mbps = TcRateMbps(rate);
+  if (!mbps.ok()) return mbps.status();
+  settings->link_mbps = *mbps;
+  return absl::OkStatus();
+}
 
 // Everything the flags decide, validated.
 struct Options {
@@ -146,6 +187,15 @@ absl::StatusOr<Options> ParseOptions(const Registry& registry) {
   absl::StatusOr<int64_t> mtu = ParseBoundedInt(absl::GetFlag(FLAGS_mtu), 576, 65536);
   if (!mtu.ok()) return FlagError("mtu", mtu.status());
   options.settings.mtu = *mtu;
+  if (absl::GetFlag(FLAGS_testbed)) {
+    absl::Status s = ApplyTestbed(&options.settings);
+    if (!s.ok()) return FlagError("testbed", s);
+  }
+  if (const std::string link = absl::GetFlag(FLAGS_link_mbps); !link.empty()) {
+    absl::StatusOr<int64_t> mbps = ParseBoundedInt(link, 0, 10000000);
+    if (!mbps.ok()) return FlagError("link_mbps", mbps.status());
+    options.settings.link_mbps = *mbps;
+  }
   options.json = absl::GetFlag(FLAGS_json);
   return options;
 }
@@ -159,9 +209,15 @@ std::string SettingsLine(const Options& options, const RpcOptions& rpc_options) 
   }
   return absl::StrFormat(
       "Per point: at most %d RPCs or %d ms after %d warmup RPCs. homarpc: io_backend=%s "
-      "spin_us=%d mtu=%d%s. Loopback, %d CPUs, %s %s.",
+      "spin_us=%d mtu=%d link_mbps=%d%s. %s, %d CPUs, %s %s.",
       options.iterations, options.duration_ms, options.warmup, options.settings.io_backend,
-      options.settings.spin_us, options.settings.mtu, executor,
+      options.settings.spin_us, options.settings.mtu, options.settings.link_mbps, executor,
+      options.settings.server_netns.empty()
+          ? std::string("Loopback")
+          : absl::StrCat("Testbed: server in ", options.settings.server_netns, " at ",
+                         options.settings.server_host, ", client in ",
+                         options.settings.client_netns, " (tools/testbed.sh, rate ",
+                         std::getenv("HOMARPC_TESTBED_RATE"), ")"),
       std::thread::hardware_concurrency(), host.sysname, host.release);
 }
 

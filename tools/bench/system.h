@@ -35,6 +35,15 @@ struct RunSettings {
   std::string io_backend = "auto";  // "auto", "uring" or "epoll"
   int64_t spin_us = 50;             // busy-poll this long before sleeping; 0 = always block
   int64_t mtu = 1500;               // link MTU the transport packetises for, even on loopback
+  // homarpc's pacing rate in Mbit/s; 0 = no pacing (loopback). On a shaped testbed link, its
+  // rate (a faster pacer overruns the switch queue).
+  int64_t link_mbps = 0;
+  // Where the halves run. Network namespaces the server and client processes enter before
+  // anything else ("" = stay in this one; tools/testbed.sh hosts), and the address servers
+  // bind and clients dial. Systems that only work on loopback (the floors) skip other hosts.
+  std::string server_netns;
+  std::string client_netns;
+  std::string server_host = "127.0.0.1";
 };
 
 // One measured point. The harness fills it; systems only read it.
@@ -59,7 +68,7 @@ inline constexpr int64_t kStopCheckMillis = 20;
 class ServerEnv {
  public:
   virtual ~ServerEnv() = default;
-  // Announces that the server now answers on 127.0.0.1:`port`. Call exactly once, after the
+  // Announces that the server now answers on settings.server_host:`port`. Call exactly once, after the
   // socket is bound (and listening, for TCP); the client process starts only after this.
   virtual void Ready(uint16_t port) = 0;
   // True once the client half has finished; Serve() should then return promptly (within
@@ -89,10 +98,11 @@ class System {
   // with the report, so skipped points are visible rather than silently missing).
   virtual std::string SkipReason(const Point& point) const { return ""; }
 
-  // Runs in the server process: bind a loopback socket, call env.Ready(port), answer requests
+  // Runs in the server process: bind a socket on point.settings.server_host, call
+  // env.Ready(port), answer requests
   // until env.ShouldStop(). A non-OK status fails the point.
   virtual absl::Status Serve(const Point& point, ServerEnv& env) const = 0;
-  // Runs in the client process: talk to 127.0.0.1:`server_port` following `point` (warmup,
+  // Runs in the client process: talk to settings.server_host:`server_port` following `point` (warmup,
   // then measure until iterations or duration is reached) and return the samples.
   virtual absl::StatusOr<ClientSamples> RunClient(const Point& point,
                                                   uint16_t server_port) const = 0;

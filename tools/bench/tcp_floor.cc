@@ -127,6 +127,7 @@ void RunConnection(int fd, const Point& point, uint64_t warmup, std::latch& warm
 }  // namespace
 
 std::string TcpFloor::SkipReason(const Point& point) const {
+  if (point.settings.server_host != "127.0.0.1") return "the floors run on loopback only";
   if (point.request_bytes < kMinTcpFloorBytes) {
     return absl::StrCat("measures bulk transfer from ", kMinTcpFloorBytes,
                         " bytes up; the UDP floors cover smaller messages");
