@@ -60,18 +60,7 @@ namespace homarpc {
 
 namespace {
 
-constexpr uint32_t kEnvelopeRoom = 64 * 1024;       // envelope bytes beyond a payload limit
-constexpr uint64_t kTransportCeiling = 1ull << 30;  // the wire's hard limit
-constexpr uint32_t kUnlimitedMessageLength = 64u << 20;
-
 class InsecureCredentials final : public ChannelCredentials {};
-
-// The transport's message limit for a payload limit (-1 = unlimited).
-uint64_t MessageLengthFor(int64_t payload_limit) {
-  if (payload_limit < 0) return kUnlimitedMessageLength;
-  return std::min<uint64_t>(static_cast<uint64_t>(payload_limit) + kEnvelopeRoom,
-                            kTransportCeiling);
-}
 
 absl::Status BuildTransportOptions(const ChannelArguments& args, const transport::Address& first,
                                    const internal::ChannelLimits& limits,
@@ -83,7 +72,7 @@ absl::Status BuildTransportOptions(const ChannelArguments& args, const transport
   // Responses above the receive limit are refused on their first packet, before any of their
   // bytes are buffered (the call then fails RESOURCE_EXHAUSTED).
   config.max_incoming_message_length =
-      static_cast<uint32_t>(MessageLengthFor(limits.max_receive_bytes));
+      internal::MessageLengthFor(limits.max_receive_bytes);
 
   if (absl::Status s = internal::ApplyTransportArgs(args, options); !s.ok()) return s;
 
@@ -114,7 +103,7 @@ std::shared_ptr<Channel> NewChannel(const std::string& target, const ChannelArgu
       args.GetInt(kArgMaxMetadataSize, static_cast<int>(internal::kDefaultMaxMetadataBytes));
   limits.max_metadata_bytes = static_cast<size_t>(std::max(max_metadata, 0));
   limits.max_message_length = static_cast<uint32_t>(std::max(
-      MessageLengthFor(limits.max_send_bytes), MessageLengthFor(limits.max_receive_bytes)));
+      internal::MessageLengthFor(limits.max_send_bytes), internal::MessageLengthFor(limits.max_receive_bytes)));
 
   bool round_robin = true;
   if (const std::string* lb = args.GetString(kArgLoadBalancingPolicy); lb != nullptr) {

@@ -34,13 +34,11 @@
 namespace homarpc {
 namespace {
 
-constexpr size_t kUnlimitedMessageBytes = size_t{64} << 20;  // what -1 means
-constexpr size_t kEnvelopeRoom = size_t{64} << 10;
-constexpr size_t kWireCeiling = size_t{1} << 30;
-
+// A payload limit as the server applies it (-1 = unlimited = what the transport carries).
 size_t ResolveLimit(int value) {
-  if (value < 0) return kUnlimitedMessageBytes;
-  return std::min(static_cast<size_t>(value), kWireCeiling - kEnvelopeRoom);
+  if (value < 0) return internal::kUnlimitedPayloadBytes;
+  return std::min(static_cast<size_t>(value),
+                  internal::MessageLengthFor(value) - internal::kEnvelopeRoom);
 }
 
 }  // namespace
@@ -131,8 +129,8 @@ std::unique_ptr<Server> ServerBuilder::BuildAndStart() {
   limits.max_metadata = static_cast<size_t>(std::max(metadata_limit, 0));
   const int max_calls = args_.GetInt(kArgMaxConcurrentCalls, max_concurrent_calls_);
   limits.max_concurrent_calls = max_calls > 0 ? static_cast<size_t>(max_calls) : SIZE_MAX;
-  limits.max_message = std::min(
-      kWireCeiling, std::max(limits.max_receive_message, limits.max_send_message) + kEnvelopeRoom);
+  limits.max_message = std::max(internal::MessageLengthFor(limits.max_receive_message),
+                                internal::MessageLengthFor(limits.max_send_message));
 
   internal::UdpTransportOptions options;
   transport::Config& config = options.endpoint.config;
@@ -140,8 +138,7 @@ std::unique_ptr<Server> ServerBuilder::BuildAndStart() {
   // Requests above the receive limit (plus the envelope's room) are refused by the transport
   // on their first packet, before any byte is buffered; the client sees RESOURCE_EXHAUSTED.
   // Those within the room but above the limit are answered RESOURCE_EXHAUSTED by the call.
-  config.max_incoming_message_length =
-      static_cast<uint32_t>(std::min(kWireCeiling, limits.max_receive_message + kEnvelopeRoom));
+  config.max_incoming_message_length = internal::MessageLengthFor(limits.max_receive_message);
   if (absl::Status s = internal::ApplyTransportArgs(args_, &options); !s.ok()) {
     HOMARPC_LOG(ERROR) << "BuildAndStart: " << s.message();
     return nullptr;

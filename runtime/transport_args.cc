@@ -2,9 +2,19 @@
 
 #include <string>
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
+#include "transport/wire.h"
 
 namespace homarpc::internal {
+
+uint32_t MessageLengthFor(int64_t payload_limit) {
+  const uint64_t payload =
+      payload_limit < 0 ? kUnlimitedPayloadBytes : static_cast<uint64_t>(payload_limit);
+  return static_cast<uint32_t>(
+      std::min<uint64_t>(payload + kEnvelopeRoom, transport::wire::kMaxWireMessageLength));
+}
 
 absl::Status ApplyTransportArgs(const ChannelArguments& args, UdpTransportOptions* options) {
   transport::Config& config = options->endpoint.config;

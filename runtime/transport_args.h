@@ -4,11 +4,24 @@
 #ifndef HOMARPC_RUNTIME_TRANSPORT_ARGS_H_
 #define HOMARPC_RUNTIME_TRANSPORT_ARGS_H_
 
+#include <cstddef>
+#include <cstdint>
+
 #include "absl/status/status.h"
 #include "runtime/channel.h"
 #include "runtime/message_transport.h"
 
 namespace homarpc::internal {
+
+// Room for the envelope (method, metadata, status) in a message beyond its payload limit.
+inline constexpr size_t kEnvelopeRoom = size_t{64} << 10;
+// What an unlimited (-1) payload limit means: the transport's default message ceiling.
+inline constexpr size_t kUnlimitedPayloadBytes = size_t{64} << 20;
+
+// The transport message length that carries a payload of at most `payload_limit` bytes
+// (-1 = unlimited) with its envelope: payload + kEnvelopeRoom, at most the wire's 1 GiB.
+// Channels and servers size transport::Config's message limits with it.
+uint32_t MessageLengthFor(int64_t payload_limit);
 
 // Applies kArgSpinMicros, kArgMtu, kArgIoBackend and kArgLinkMbps from `args` (absent keys
 // keep the transport's defaults) to `options`. INVALID_ARGUMENT naming the key for a bad
