@@ -145,7 +145,7 @@ std::shared_ptr<Channel> NewChannel(const std::string& target, const ChannelArgu
   }
   if (!error.ok()) HOMARPC_LOG(WARNING) << error.message();
   return internal::ChannelImpl::MakeChannel(std::make_unique<internal::ChannelImpl>(
-      target, std::move(addresses), std::move(transport), limits, round_robin, std::move(error)));
+      std::move(addresses), std::move(transport), limits, round_robin, std::move(error)));
 }
 
 // Destroys channels on threads of their own and joins those threads (see DESIGN NOTES).
@@ -293,11 +293,10 @@ namespace internal {
 
 std::atomic<uint64_t> ChannelImpl::next_id_{1};
 
-ChannelImpl::ChannelImpl(std::string target, std::vector<transport::Address> addresses,
+ChannelImpl::ChannelImpl(std::vector<transport::Address> addresses,
                          std::unique_ptr<MessageTransport> transport, ChannelLimits limits,
                          bool round_robin, absl::Status error)
     : id_(next_id_.fetch_add(1, std::memory_order_relaxed)),
-      target_(std::move(target)),
       addresses_(std::move(addresses)),
       limits_(limits),
       round_robin_(round_robin && addresses_.size() > 1),

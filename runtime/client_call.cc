@@ -58,6 +58,7 @@
 #include "google/protobuf/message_lite.h"
 #include "runtime/deadline.h"
 #include "runtime/envelope.h"
+#include "runtime/executor.h"
 #include "runtime/metadata.h"
 #include "transport/clock.h"
 
@@ -78,14 +79,6 @@ class CallbackScope {
  private:
   const uint64_t saved_;
 };
-
-inline void CpuRelax() {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#elif defined(__aarch64__)
-  asm volatile("yield");
-#endif
-}
 
 }  // namespace
 
@@ -180,15 +173,11 @@ Status ClientCall::Encode(const ChannelImpl& channel, const RpcMethod& method,
     }
   }
 
-  if (context.deadline_ != std::chrono::system_clock::time_point::max()) {
-    // Compared before subtracting: the deadline may be time_point::min() or centuries away,
-    // and the difference of two time points need not fit (deadline.h).
-    const std::chrono::system_clock::time_point now = std::chrono::system_clock::now();
-    if (context.deadline_ <= now) return Status(StatusCode::DEADLINE_EXCEEDED, "Deadline Exceeded");
-    const int64_t remaining =
-        SaturatingDurationCast<std::chrono::nanoseconds>(
-            SaturatingSub(context.deadline_.time_since_epoch(), now.time_since_epoch()))
-            .count();  // > 0
+  // Saturating (deadline.h): max() = no deadline, <= 0 = already passed.
+  if (const std::chrono::nanoseconds left = TimeUntil(context.deadline_);
+      left != std::chrono::nanoseconds::max()) {
+    if (left.count() <= 0) return Status(StatusCode::DEADLINE_EXCEEDED, "Deadline Exceeded");
+    const int64_t remaining = left.count();
     // Round up: a server must not see a deadline earlier than the client's. No overflow:
     // remaining / 1000 + 1 is far below INT64_MAX.
     envelope.timeout_micros = remaining / transport::kNanosPerMicro +
@@ -230,7 +219,6 @@ Status ClientCall::Start(const std::shared_ptr<ClientCall>& self, uint64_t call_
     if (context->active_call_ != nullptr) {
       return Status(StatusCode::INTERNAL, "ClientContext is already used by a call in flight");
     }
-    context->call_started_ = true;
     context->active_call_ = self;
     context->peer_ = dest_;
   }

@@ -51,7 +51,7 @@ class ChannelImpl {
  public:
   // `addresses` is the resolution result (an error makes every call fail UNAVAILABLE with
   // it); `transport` is null exactly when `error` is set.
-  ChannelImpl(std::string target, std::vector<transport::Address> addresses,
+  ChannelImpl(std::vector<transport::Address> addresses,
               std::unique_ptr<MessageTransport> transport, ChannelLimits limits, bool round_robin,
               absl::Status error);
   // Destroys the transport first: calls in flight complete CANCELLED (their callbacks run
@@ -92,7 +92,6 @@ class ChannelImpl {
   // Unique in the process (the thread-local InCallbackThread() mark holds it).
   static std::atomic<uint64_t> next_id_;
   const uint64_t id_;
-  const std::string target_;
   const std::vector<transport::Address> addresses_;
   const ChannelLimits limits_;
   const bool round_robin_;

@@ -105,12 +105,13 @@ class ClientContext {
     return server_trailing_metadata_;
   }
 
-  // Accepted for source compatibility. Homa has no connection to wait for: a call to an
-  // address where nothing listens fails UNAVAILABLE after the channel's timeout either way.
-  void set_wait_for_ready(bool wait_for_ready) { wait_for_ready_ = wait_for_ready; }
-  void set_fail_fast(bool fail_fast) { set_wait_for_ready(!fail_fast); }
-  // Accepted for source compatibility and kept, but not sent: Homa does no virtual hosting.
-  void set_authority(const std::string& authority) { authority_ = authority; }
+  // Accepted for source compatibility and ignored. Homa has no connection to wait for: a call
+  // to an address where nothing listens fails UNAVAILABLE after the channel's timeout either
+  // way.
+  void set_wait_for_ready(bool /*wait_for_ready*/) {}
+  void set_fail_fast(bool /*fail_fast*/) {}
+  // Accepted for source compatibility and ignored: Homa does no virtual hosting.
+  void set_authority(const std::string& /*authority*/) {}
 
  private:
   friend class internal::ClientCall;
@@ -118,8 +119,6 @@ class ClientContext {
 
   std::vector<std::pair<std::string, std::string>> metadata_;
   std::chrono::system_clock::time_point deadline_ = std::chrono::system_clock::time_point::max();
-  bool wait_for_ready_ = false;
-  std::string authority_;
 
   // Filled in by the call when it completes: the response message owns the bytes the
   // metadata views point into.
@@ -130,7 +129,6 @@ class ClientContext {
   // Cancellation: TryCancel() may race with the call starting and finishing.
   mutable absl::Mutex mu_;
   bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
-  bool call_started_ ABSL_GUARDED_BY(mu_) = false;
   // The call in flight, to cancel; null before it starts and after it completes.
   std::shared_ptr<internal::ClientCall> active_call_ ABSL_GUARDED_BY(mu_);
   // The server address of the last call started (peer() formats it: no string per call).

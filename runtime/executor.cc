@@ -39,6 +39,17 @@ namespace {
 
 constexpr uint32_t kYieldEvery = 256;
 
+// One step of an idle worker's spin: CpuRelax(), and every kYieldEvery calls (counted in
+// `*spins`) a yield, so that a spinner does not starve the thread it waits for on a machine
+// with few cores.
+void SpinPause(uint32_t* spins) {
+  if (++*spins % kYieldEvery == 0) {
+    std::this_thread::yield();
+    return;
+  }
+  CpuRelax();
+}
+
 class InlineExecutor final : public Executor {
  public:
   void Run(Task task) override { std::move(task)(); }
@@ -149,18 +160,6 @@ class WorkerPool final : public Executor {
 };
 
 }  // namespace
-
-void SpinPause(uint32_t* spins) {
-  if (++*spins % kYieldEvery == 0) {
-    std::this_thread::yield();
-    return;
-  }
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#elif defined(__aarch64__)
-  asm volatile("yield" ::: "memory");
-#endif
-}
 
 std::unique_ptr<Executor> NewInlineExecutor() { return std::make_unique<InlineExecutor>(); }
 

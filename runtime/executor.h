@@ -41,10 +41,15 @@ std::unique_ptr<Executor> NewInlineExecutor();
 // `threads` <= 0: max(2, hardware concurrency). `spin_nanos` <= 0: never spin, sleep at once.
 std::unique_ptr<Executor> NewWorkerPool(int threads, int64_t spin_nanos);
 
-// One step of a spin-wait: a CPU pause instruction; every `kYieldEvery` calls (counted by the
-// caller in `*spins`) a std::this_thread::yield() so that a spinner does not starve the thread
-// it waits for on a machine with few cores.
-void SpinPause(uint32_t* spins);
+// The CPU's spin-wait hint (x86 PAUSE, Arm YIELD): every busy-wait loop in the runtime
+// (idle workers here, blocked callers in client_call.cc) calls it between checks.
+inline void CpuRelax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield" ::: "memory");
+#endif
+}
 
 }  // namespace homarpc::internal
 

@@ -128,7 +128,7 @@ void ServerImpl::AbortStart() {
 }
 
 void ServerImpl::OnRequest(ServerPort* port, transport::IncomingRequest request) {
-  if (!started_.HasBeenNotified()) started_.WaitForNotification();
+  started_.WaitForNotification();
   const int64_t arrival_nanos = NowNanos();
   MessageTransport* transport = port->transport;
   auto answer = [&](uint64_t call_id, const Status& status) {
@@ -410,13 +410,13 @@ Server::~Server() = default;  // ~ServerImpl shuts down and releases the ports
 void Server::Shutdown() { impl_->Shutdown(std::nullopt); }
 
 void Server::ShutdownWithTimeout(std::chrono::nanoseconds timeout) {
-  const int64_t now = internal::NowNanos();
-  const int64_t nanos = timeout.count();
-  // A deadline too far away to represent means no deadline.
-  if (nanos > INT64_MAX - now) {
+  // A deadline too far away to represent (saturated to max) means no deadline.
+  const std::chrono::nanoseconds deadline =
+      internal::SaturatingAdd(std::chrono::nanoseconds(internal::NowNanos()), timeout);
+  if (deadline == std::chrono::nanoseconds::max()) {
     impl_->Shutdown(std::nullopt);
   } else {
-    impl_->Shutdown(now + nanos);
+    impl_->Shutdown(deadline.count());
   }
 }
 

@@ -46,6 +46,7 @@
 #include <new>
 
 #include "absl/strings/str_cat.h"
+#include "runtime/deadline.h"
 #include "runtime/metadata.h"
 #include "runtime/server_impl.h"
 #include "runtime/target.h"
@@ -54,10 +55,6 @@
 
 namespace homarpc::internal {
 namespace {
-
-// A client timeout beyond this (about 30 years) is treated as no deadline, so the arithmetic
-// below cannot overflow.
-constexpr int64_t kMaxTimeoutMicros = int64_t{1} << 50;
 
 int64_t NowNanos() { return transport::MonotonicClock::Get()->NowNanos(); }
 
@@ -180,11 +177,14 @@ ServerCall::ServerCall(ServerImpl* server, MessageTransport* transport,
   for (const MetadataEntry& entry : envelope.metadata) {
     context->client_metadata_.emplace(entry.first, entry.second);
   }
-  if (envelope.timeout_micros >= 0 && envelope.timeout_micros <= kMaxTimeoutMicros) {
+  if (envelope.timeout_micros >= 0) {
+    // Saturating (deadline.h): a timeout too long to represent means no deadline, which is
+    // INT64_MAX for the timer and time_point::max() for the context.
+    const std::chrono::nanoseconds timeout = SaturatingDurationCast<std::chrono::nanoseconds>(
+        std::chrono::microseconds(envelope.timeout_micros));
     deadline_node_.deadline_nanos =
-        arrival_nanos + envelope.timeout_micros * transport::kNanosPerMicro;
-    context->deadline_ =
-        std::chrono::system_clock::now() + std::chrono::microseconds(envelope.timeout_micros);
+        SaturatingAdd(std::chrono::nanoseconds(arrival_nanos), timeout).count();
+    context->deadline_ = DeadlineAfter(timeout);
   }
 }
 

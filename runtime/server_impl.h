@@ -94,9 +94,6 @@ class ServerImpl {
   // OnDone, forgets the call, destroys it.
   void FinalizeCall(ServerCall* call);
 
-  // Requests that could not be decoded (each answered INTERNAL, with the call_id read from
-  // the header when there is a whole header, else 0).
-  uint64_t bad_envelopes() const { return bad_envelopes_.load(std::memory_order_relaxed); }
 
  private:
   struct CallKey {

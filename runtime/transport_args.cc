@@ -1,5 +1,6 @@
 #include "runtime/transport_args.h"
 
+#include <optional>
 #include <string>
 
 #include <algorithm>
@@ -35,16 +36,12 @@ absl::Status ApplyTransportArgs(const ChannelArguments& args, UdpTransportOption
   config.link_mbps = static_cast<uint32_t>(link_mbps);
 
   if (const std::string* io = args.GetString(kArgIoBackend); io != nullptr) {
-    if (*io == "auto") {
-      options->endpoint.io.kind = transport::IoKind::kAuto;
-    } else if (*io == "uring") {
-      options->endpoint.io.kind = transport::IoKind::kUring;
-    } else if (*io == "epoll") {
-      options->endpoint.io.kind = transport::IoKind::kEpoll;
-    } else {
+    const std::optional<transport::IoKind> kind = transport::ParseIoKind(*io);
+    if (!kind.has_value()) {
       return absl::InvalidArgumentError(
           absl::StrCat(kArgIoBackend, " must be auto, uring or epoll, not '", *io, "'"));
     }
+    options->endpoint.io.kind = *kind;
   }
   // The config's own checks (an MTU too small for a packet, ...) name the field.
   return config.Validate();

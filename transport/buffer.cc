@@ -31,12 +31,13 @@ namespace homarpc::transport {
 namespace buffer_internal {
 namespace {
 
-constexpr size_t kMinCachedBytes = size_t{256} << 10;
-constexpr size_t kMaxCachedClassBytes = size_t{64} << 20;  // larger blocks are not cached
+constexpr int kMinClassLog2 = 18;  // 256 KiB
+constexpr int kMaxClassLog2 = 26;  // 64 MiB; larger blocks are not cached
+constexpr int kNumClasses = kMaxClassLog2 - kMinClassLog2 + 1;
+constexpr size_t kMinCachedBytes = size_t{1} << kMinClassLog2;
+constexpr size_t kMaxCachedClassBytes = size_t{1} << kMaxClassLog2;
 constexpr size_t kMaxCachedBytes = size_t{128} << 20;
 constexpr size_t kMaxBlocksPerClass = 8;
-constexpr int kMinClassLog2 = 18;  // 256 KiB
-constexpr int kNumClasses = 26 - kMinClassLog2 + 1;  // 256 KiB .. 64 MiB
 
 class LargeBlockCache {
  public:
@@ -102,8 +103,9 @@ uint8_t* Allocate(size_t size, size_t* capacity) {
 
 void Release(uint8_t* block, size_t capacity) {
   if (block == nullptr) return;
+  // Every capacity in the cached range came from bit_ceil in Allocate(): a whole class.
   if (capacity >= kMinCachedBytes && capacity <= kMaxCachedClassBytes &&
-      std::has_single_bit(capacity) && Cache().Put(block, ClassOf(capacity))) {
+      Cache().Put(block, ClassOf(capacity))) {
     return;
   }
   delete[] block;

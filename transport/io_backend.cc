@@ -76,17 +76,22 @@ const char* IoKindName(IoKind kind) {
   return "unknown";
 }
 
+std::optional<IoKind> ParseIoKind(absl::string_view name) {
+  for (IoKind kind : {IoKind::kAuto, IoKind::kUring, IoKind::kEpoll}) {
+    if (name == IoKindName(kind)) return kind;
+  }
+  return std::nullopt;
+}
+
 absl::StatusOr<std::unique_ptr<IoBackend>> CreateIoBackend(const IoOptions& options) {
   IoKind kind = options.kind;
   if (const char* env = std::getenv("HOMARPC_IO_BACKEND"); env != nullptr && *env != '\0') {
-    if (std::strcmp(env, "uring") == 0) {
-      kind = IoKind::kUring;
-    } else if (std::strcmp(env, "epoll") == 0) {
-      kind = IoKind::kEpoll;
-    } else {
-      return absl::InvalidArgumentError(
-          absl::StrCat("HOMARPC_IO_BACKEND=\"", env, "\": expected \"uring\" or \"epoll\""));
+    const std::optional<IoKind> forced = ParseIoKind(env);
+    if (!forced.has_value()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "HOMARPC_IO_BACKEND=\"", env, "\": expected \"auto\", \"uring\" or \"epoll\""));
     }
+    kind = *forced;
   }
   if (absl::Status s = io_internal::ValidateOptions(options); !s.ok()) return s;
   // The socket comes first and is shared by both attempts: its errors (a port in use) are the

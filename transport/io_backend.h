@@ -14,10 +14,12 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "transport/address.h"
 #include "transport/packet_sink.h"
@@ -26,6 +28,9 @@ namespace homarpc::transport {
 
 enum class IoKind { kAuto, kUring, kEpoll };
 const char* IoKindName(IoKind kind);
+// The inverse of IoKindName: "auto", "uring" or "epoll"; nullopt for anything else. The one
+// parser of backend names (flags, channel arguments, HOMARPC_IO_BACKEND).
+std::optional<IoKind> ParseIoKind(absl::string_view name);
 
 struct IoOptions {
   IoKind kind = IoKind::kAuto;

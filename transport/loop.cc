@@ -242,15 +242,13 @@ void Loop::OnResponse(RpcId id, uint64_t cookie, absl::StatusOr<Buffer> response
 }
 
 void Loop::FailAllClientRpcs() {
-  // Callbacks may start new RPCs (they fail at once: shutting_down_), so repeat until empty.
-  while (!pending_.empty()) {
-    std::vector<uint64_t> tokens;
-    tokens.reserve(pending_.size());
-    for (auto& [token, pending] : pending_) tokens.push_back(token);
-    for (uint64_t token : tokens) {
-      AbortClientRpc(token, absl::CancelledError("endpoint shut down"));
-    }
-  }
+  // One pass: a callback that starts a new RPC cannot add to pending_ now (on this thread
+  // StartClientRpc fails it at once, shutting_down_; from another, Post() is refused).
+  std::vector<uint64_t> tokens;
+  tokens.reserve(pending_.size());
+  for (auto& [token, pending] : pending_) tokens.push_back(token);
+  for (uint64_t token : tokens) AbortClientRpc(token, absl::CancelledError("endpoint shut down"));
+  assert(pending_.empty());
 }
 
 }  // namespace homarpc::transport

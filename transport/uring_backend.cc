@@ -63,6 +63,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <bit>
 #include <cassert>
 #include <cerrno>
 #include <cstdlib>
@@ -105,11 +106,6 @@ struct Completion {
   uint32_t flags;
 };
 
-uint32_t RoundUpPowerOfTwo(uint32_t n) {
-  uint32_t p = 1;
-  while (p < n) p <<= 1;
-  return p;
-}
 
 size_t RoundUp(size_t n, size_t to) { return (n + to - 1) / to * to; }
 
@@ -174,6 +170,7 @@ class UringBackend final : public IoBackend {
   bool notify_armed_ = false;
   bool notify_pending_ = false;
   std::vector<Completion> deferred_;
+  std::vector<Completion> dispatching_;  // Poll()'s batch of deferred_, kept for its capacity
 
   std::vector<OutPacket> queue_;
   SendPlan plan_;
@@ -203,7 +200,7 @@ absl::Status UringBackend::Init(const IoOptions& options, int fd, Address local)
   io_uring_params params{};
   params.flags = IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN |
                  IORING_SETUP_TASKRUN_FLAG | IORING_SETUP_R_DISABLED | IORING_SETUP_CQSIZE;
-  params.cq_entries = RoundUpPowerOfTwo(options.recv_buffer_count + 2 * kSqEntries);
+  params.cq_entries = std::bit_ceil(options.recv_buffer_count + 2 * kSqEntries);
   int r = io_uring_queue_init_params(kSqEntries, &ring_, &params);
   if (r == -EINVAL) {
     HOMARPC_LOG(WARNING) << "io_uring rejected SINGLE_ISSUER|DEFER_TASKRUN (kernel < 6.1?); "
@@ -221,7 +218,7 @@ absl::Status UringBackend::Init(const IoOptions& options, int fd, Address local)
   }
   ring_ready_ = true;
 
-  buf_ring_entries_ = RoundUpPowerOfTwo(options.recv_buffer_count);
+  buf_ring_entries_ = std::bit_ceil(options.recv_buffer_count);
   buf_ring_bytes_ = RoundUp(buf_ring_entries_ * sizeof(io_uring_buf), 4096);
   void* ring_mem =
       mmap(nullptr, buf_ring_bytes_, PROT_READ | PROT_WRITE, MAP_ANONYMOUS | MAP_PRIVATE, -1, 0);
@@ -469,9 +466,11 @@ int UringBackend::Poll(RecvFn fn) {
   StartOnce();
   int delivered = 0;
   if (!deferred_.empty()) {
-    std::vector<Completion> parked;
-    parked.swap(deferred_);
-    for (const Completion& c : parked) delivered += Dispatch(c, fn);
+    // Swapped with a spare so neither vector loses its capacity: completions are parked on
+    // most busy wake-ups, and a fresh vector would allocate each time.
+    dispatching_.swap(deferred_);
+    for (const Completion& c : dispatching_) delivered += Dispatch(c, fn);
+    dispatching_.clear();
   }
   Completion batch[kReapBatch];
   for (int round = 0; round < kMaxPollRounds; ++round) {

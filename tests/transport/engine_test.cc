@@ -441,15 +441,15 @@ TEST_F(EngineTest, Engine_FlushAcksSendsOwedAcksAtOnce) {
   ASSERT_EQ(client->responses.size(), 1u);
   // The ack waits for the next request or tick; the server keeps the RPC meanwhile.
   EXPECT_EQ(server->engine().stats().server_rpcs, 1u);
-  EXPECT_EQ(client->engine().stats().packets_sent[0x18], 0u);
+  EXPECT_EQ(client->engine().stats().packets_sent[static_cast<int>(PacketType::kAck)], 0u);
   // Expect: ACK now (a closing endpoint does this), and the server frees the RPC.
   client->engine().FlushAcks();
   net.Settle();
-  EXPECT_EQ(client->engine().stats().packets_sent[0x18], 1u);
+  EXPECT_EQ(client->engine().stats().packets_sent[static_cast<int>(PacketType::kAck)], 1u);
   EXPECT_EQ(server->engine().stats().server_rpcs, 0u);
   // Nothing is owed any more: a second flush sends nothing.
   client->engine().FlushAcks();
-  EXPECT_EQ(client->engine().stats().packets_sent[0x18], 1u);
+  EXPECT_EQ(client->engine().stats().packets_sent[static_cast<int>(PacketType::kAck)], 1u);
 }
 
 TEST_F(EngineTest, Engine_UnackedServerRpcIsFreedEventually) {
@@ -536,42 +536,29 @@ TEST(EngineLimits, Engine_IncomingLimitBelowOutgoing) {
   // 1000-byte message passes both ways.
   Config c;
   c.max_incoming_message_length = 1000;
-  ManualClock clock;
-  Host client(c, &clock, Address::Parse("10.0.0.1:40000").value());
-  Host server(c, &clock, Address::Parse("10.0.0.2:5000").value());
-  auto exchange = [&] {
-    for (int round = 0; round < 100 && (!client.outbox.empty() || !server.outbox.empty());
-         ++round) {
-      while (!client.outbox.empty()) {
-        server.engine().HandlePacket(client.address(), client.outbox.front().bytes);
-        client.outbox.pop_front();
-      }
-      while (!server.outbox.empty()) {
-        client.engine().HandlePacket(server.address(), server.outbox.front().bytes);
-        server.outbox.pop_front();
-      }
-    }
-  };
+  Net net(c);
+  Host* client = net.AddHost("10.0.0.1:40000");
+  Host* server = net.AddHost("10.0.0.2:5000");
   // Request too long for the server.
-  ASSERT_TRUE(client.engine().SendRequest(server.address(), Bytes(5000), 1).ok());
-  exchange();
-  ASSERT_EQ(client.responses.size(), 1u);
-  EXPECT_EQ(client.responses[0].result.status().code(), absl::StatusCode::kResourceExhausted);
-  EXPECT_EQ(server.requests.size(), 0u);
+  ASSERT_TRUE(client->engine().SendRequest(server->address(), Bytes(5000), 1).ok());
+  net.Settle();
+  ASSERT_EQ(client->responses.size(), 1u);
+  EXPECT_EQ(client->responses[0].result.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(server->requests.size(), 0u);
   // Response too long for the client.
-  server.auto_respond = [](const std::string&) { return Bytes(5000); };
-  ASSERT_TRUE(client.engine().SendRequest(server.address(), Bytes(1000), 2).ok());
-  exchange();
-  ASSERT_EQ(client.responses.size(), 2u);
-  EXPECT_EQ(client.responses[1].result.status().code(), absl::StatusCode::kResourceExhausted)
-      << client.responses[1].result.status();
+  server->auto_respond = [](const std::string&) { return Bytes(5000); };
+  ASSERT_TRUE(client->engine().SendRequest(server->address(), Bytes(1000), 2).ok());
+  net.Settle();
+  ASSERT_EQ(client->responses.size(), 2u);
+  EXPECT_EQ(client->responses[1].result.status().code(), absl::StatusCode::kResourceExhausted)
+      << client->responses[1].result.status();
   // At the limit: delivered.
-  server.auto_respond = [](const std::string&) { return Bytes(1000); };
-  ASSERT_TRUE(client.engine().SendRequest(server.address(), Bytes(1000), 3).ok());
-  exchange();
-  ASSERT_EQ(client.responses.size(), 3u);
-  ASSERT_TRUE(client.responses[2].result.ok()) << client.responses[2].result.status();
-  EXPECT_EQ(client.responses[2].result->size(), 1000u);
+  server->auto_respond = [](const std::string&) { return Bytes(1000); };
+  ASSERT_TRUE(client->engine().SendRequest(server->address(), Bytes(1000), 3).ok());
+  net.Settle();
+  ASSERT_EQ(client->responses.size(), 3u);
+  ASSERT_TRUE(client->responses[2].result.ok()) << client->responses[2].result.status();
+  EXPECT_EQ(client->responses[2].result->size(), 1000u);
 }
 
 TEST_F(EngineTest, Engine_MalformedPacketsDroppedAndCounted) {

@@ -33,14 +33,8 @@ absl::StatusOr<EndpointOptions> OptionsFor(const Point& point, bool server) {
     o.config.max_message_length = static_cast<uint32_t>(
         std::max(point.request_bytes, point.response_bytes));
   }
-  const std::string& io = point.settings.io_backend;
-  if (io == "uring") {
-    o.io.kind = IoKind::kUring;
-  } else if (io == "epoll") {
-    o.io.kind = IoKind::kEpoll;
-  } else {
-    o.io.kind = IoKind::kAuto;
-  }
+  // main.cc validated the name.
+  o.io.kind = transport::ParseIoKind(point.settings.io_backend).value_or(IoKind::kAuto);
   const bool loopback = point.settings.server_host == "127.0.0.1";
   absl::StatusOr<Address> bind = server     ? Address::Parse(point.settings.server_host, 0)
                                  : loopback ? Address::Parse("127.0.0.1:0")

@@ -81,8 +81,8 @@ absl::StatusOr<EndpointOptions> ServerOptions(const Point& point) {
   o.config.poll_usecs = static_cast<uint32_t>(point.settings.spin_us);
   o.config.mtu = static_cast<uint32_t>(point.settings.mtu);
   o.config.link_mbps = 0;  // loopback has no NIC queue to protect
-  const std::string& io = point.settings.io_backend;
-  o.io.kind = io == "uring" ? IoKind::kUring : io == "epoll" ? IoKind::kEpoll : IoKind::kAuto;
+  // main.cc validated the name.
+  o.io.kind = transport::ParseIoKind(point.settings.io_backend).value_or(IoKind::kAuto);
   o.io.bind_address = Address::Loopback4(0);
   if (absl::Status s = o.config.Validate(); !s.ok()) return s;
   return o;

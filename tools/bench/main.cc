@@ -35,6 +35,7 @@
 #include "tools/bench/rpc_scenarios.h"
 #include "tools/bench/system.h"
 #include "tools/bench/transport_echo.h"
+#include "transport/io_backend.h"
 
 ABSL_FLAG(std::string, scenario, "transport-echo", "Scenario to run (--list shows them).");
 ABSL_FLAG(std::string, systems, "",
@@ -176,8 +177,7 @@ absl::StatusOr<Options> ParseOptions(const Registry& registry) {
   options.warmup = static_cast<uint64_t>(*warmup);
 
   options.settings.io_backend = absl::GetFlag(FLAGS_io_backend);
-  if (options.settings.io_backend != "auto" && options.settings.io_backend != "uring" &&
-      options.settings.io_backend != "epoll") {
+  if (!transport::ParseIoKind(options.settings.io_backend).has_value()) {
     return absl::InvalidArgumentError(absl::StrCat("--io_backend: '", options.settings.io_backend,
                                                    "' is not one of auto, uring, epoll"));
   }

@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -67,15 +68,11 @@ EndpointOptions OptionsFromFlags() {
   if (link_mbps < 0) Die("--link_mbps must not be negative");
   o.config.link_mbps = static_cast<uint32_t>(link_mbps);
   const std::string io = absl::GetFlag(FLAGS_io_backend);
-  if (io == "auto") {
-    o.io.kind = IoKind::kAuto;
-  } else if (io == "uring") {
-    o.io.kind = IoKind::kUring;
-  } else if (io == "epoll") {
-    o.io.kind = IoKind::kEpoll;
-  } else {
+  const std::optional<IoKind> kind = transport::ParseIoKind(io);
+  if (!kind.has_value()) {
     Die(absl::StrCat("--io_backend must be auto, uring or epoll, not '", io, "'"));
   }
+  o.io.kind = *kind;
   if (absl::Status s = o.config.Validate(); !s.ok()) Die(std::string(s.message()));
   return o;
 }
