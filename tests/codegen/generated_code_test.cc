@@ -79,7 +79,9 @@ TEST(GeneratedCode, CallbackService_RegistersCallbackHandler) {
   EXPECT_EQ(service.methods()[0].handler->kind(), MethodHandler::Kind::kCallback);
 }
 
-TEST(GeneratedCode, CallbackService_DefaultMethodFinishesDefaultReactor) {
+TEST(GeneratedCode, CallbackService_DefaultMethodReturnsTheDefaultReactor) {
+  // That the call is then answered UNIMPLEMENTED end to end: tests/runtime/e2e
+  // (Semantics.UnoverriddenCallbackMethodIsUnimplemented).
   helloworld::Greeter::CallbackService service;
   const MethodHandler& handler = *service.methods()[0].handler;
   std::unique_ptr<internal::CallMessages> messages = handler.NewMessages();

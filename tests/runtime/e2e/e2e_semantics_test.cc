@@ -171,6 +171,27 @@ TEST_P(Semantics, UnknownServiceOrMethodIsUnimplemented) {
   }
 }
 
+TEST_P(Semantics, UnoverriddenCallbackMethodIsUnimplemented) {
+  // A generated service whose method the application did not override answers UNIMPLEMENTED,
+  // sync (Status default) and callback (DefaultReactor finished by the generated default).
+  // Function-local statics: a service must outlive the fixture's servers.
+  static UnregisteredService::Service* const sync_default = new UnregisteredService::Service();
+  static UnregisteredService::CallbackService* const callback_default =
+      new UnregisteredService::CallbackService();
+  for (Service* service : {static_cast<Service*>(sync_default),
+                           static_cast<Service*>(callback_default)}) {
+    Server* server =
+        StartServer(ServerKind::kSync, [service](ServerBuilder& b) { b.RegisterService(service); });
+    ASSERT_NE(server, nullptr);
+    auto stub = UnregisteredService::NewStub(NewChannel(TargetOf(server)));
+    ClientContext context;
+    EchoRequest request;
+    EchoResponse response;
+    Status s = stub->Echo(&context, request, &response);
+    EXPECT_EQ(s.error_code(), StatusCode::UNIMPLEMENTED) << Describe(s);
+  }
+}
+
 TEST_P(Semantics, BytesThatDoNotParseAsTheRequestTypeAreInternal) {
   for (ServerKind kind : kServerKinds) {
     Server* server = StartServer(kind);
