@@ -100,8 +100,7 @@ absl::Status ServerImpl::AddPort(const UdpTransportOptions& options,
       factory ? factory(options, std::move(handler))
               : CreateUdpTransport(options, std::move(handler));
   if (!transport.ok()) return transport.status();
-  raw->owned = std::move(*transport);
-  raw->transport = raw->owned.get();
+  raw->transport = std::move(*transport);
   raw->address = raw->transport->local_address();
   ports_.push_back(std::move(port));
   return absl::OkStatus();
@@ -120,7 +119,7 @@ void ServerImpl::AbortStart() {
   }
   started_.Notify();  // held requests now get UNAVAILABLE
   for (auto& port : ports_) port->transport->Stop();
-  for (auto& port : ports_) port->owned.reset();
+  for (auto& port : ports_) port->transport.reset();
   executor_->Shutdown();
   absl::MutexLock lock(&shutdown_mu_);
   shutdown_started_ = true;
@@ -130,7 +129,7 @@ void ServerImpl::AbortStart() {
 void ServerImpl::OnRequest(ServerPort* port, transport::IncomingRequest request) {
   started_.WaitForNotification();
   const int64_t arrival_nanos = NowNanos();
-  MessageTransport* transport = port->transport;
+  MessageTransport* transport = port->transport.get();
   auto answer = [&](uint64_t call_id, const Status& status) {
     transport->Reply(request, EncodeStatusResponse(call_id, status));
   };
@@ -391,7 +390,7 @@ void ServerImpl::DoShutdown(std::optional<int64_t> deadline_nanos) {
   // Join the loops before the transports go: until Stop() returns a loop may still be in
   // OnRequest (answering "server shutting down").
   for (auto& port : ports_) port->transport->Stop();
-  for (auto& port : ports_) port->owned.reset();
+  for (auto& port : ports_) port->transport.reset();
 
   absl::MutexLock lock(&shutdown_mu_);
   shutdown_done_ = true;

@@ -50,8 +50,7 @@ struct ServerLimits {
 // of shutdown (after its Stop()).
 struct ServerPort {
   transport::Address address;
-  MessageTransport* transport = nullptr;
-  std::unique_ptr<MessageTransport> owned;
+  std::unique_ptr<MessageTransport> transport;  // Stop()ped, then reset, at shutdown
 };
 
 class ServerImpl {

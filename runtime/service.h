@@ -77,20 +77,27 @@ class MethodHandler {
   }
 };
 
+// What every unary handler of a Request/Response pair shares: how its messages are made.
 template <typename Request, typename Response>
-class SyncUnaryHandler final : public MethodHandler {
+class TypedUnaryHandler : public MethodHandler {
+ public:
+  using Messages = TypedCallMessages<Request, Response>;
+  std::unique_ptr<CallMessages> NewMessages() const override {
+    return std::make_unique<Messages>();
+  }
+  size_t messages_size() const override { return sizeof(Messages); }
+  size_t messages_align() const override { return alignof(Messages); }
+  CallMessages* ConstructMessages(void* storage) const override {
+    return new (storage) Messages();
+  }
+};
+
+template <typename Request, typename Response>
+class SyncUnaryHandler final : public TypedUnaryHandler<Request, Response> {
  public:
   using Fn = std::function<Status(ServerContext*, const Request*, Response*)>;
   explicit SyncUnaryHandler(Fn fn) : fn_(std::move(fn)) {}
-  Kind kind() const override { return Kind::kSync; }
-  std::unique_ptr<CallMessages> NewMessages() const override {
-    return std::make_unique<TypedCallMessages<Request, Response>>();
-  }
-  size_t messages_size() const override { return sizeof(TypedCallMessages<Request, Response>); }
-  size_t messages_align() const override { return alignof(TypedCallMessages<Request, Response>); }
-  CallMessages* ConstructMessages(void* storage) const override {
-    return new (storage) TypedCallMessages<Request, Response>();
-  }
+  MethodHandler::Kind kind() const override { return MethodHandler::Kind::kSync; }
   Status RunSync(ServerContext* context, const google::protobuf::MessageLite* request,
                  google::protobuf::MessageLite* response) const override {
     return fn_(context, static_cast<const Request*>(request), static_cast<Response*>(response));
@@ -101,19 +108,11 @@ class SyncUnaryHandler final : public MethodHandler {
 };
 
 template <typename Request, typename Response>
-class CallbackUnaryHandler final : public MethodHandler {
+class CallbackUnaryHandler final : public TypedUnaryHandler<Request, Response> {
  public:
   using Fn = std::function<ServerUnaryReactor*(CallbackServerContext*, const Request*, Response*)>;
   explicit CallbackUnaryHandler(Fn fn) : fn_(std::move(fn)) {}
-  Kind kind() const override { return Kind::kCallback; }
-  std::unique_ptr<CallMessages> NewMessages() const override {
-    return std::make_unique<TypedCallMessages<Request, Response>>();
-  }
-  size_t messages_size() const override { return sizeof(TypedCallMessages<Request, Response>); }
-  size_t messages_align() const override { return alignof(TypedCallMessages<Request, Response>); }
-  CallMessages* ConstructMessages(void* storage) const override {
-    return new (storage) TypedCallMessages<Request, Response>();
-  }
+  MethodHandler::Kind kind() const override { return MethodHandler::Kind::kCallback; }
   ServerUnaryReactor* RunCallback(CallbackServerContext* context,
                                   const google::protobuf::MessageLite* request,
                                   google::protobuf::MessageLite* response) const override {

@@ -75,13 +75,17 @@ require_root() {
 }
 
 sw() { echo "$prefix-sw"; }
+# The namespaces of this testbed (prefix) that exist now, one per line.
+namespaces() {
+  ip netns list 2>/dev/null | awk '{print $1}' | grep -E "^$prefix-(sw|h[0-9]+)$" || true
+}
 host_ns() { echo "$prefix-h$1"; }
 
 # Deletes every namespace of this prefix; their interfaces (veth ends, the bridge) go with
 # them. Safe to run on a partial or absent testbed.
 teardown() {
   local ns
-  for ns in $(ip netns list 2>/dev/null | awk '{print $1}' | grep -E "^$prefix-(sw|h[0-9]+)$" || true); do
+  for ns in $(namespaces); do
     ip netns delete "$ns" 2>/dev/null || true
   done
 }
@@ -126,7 +130,7 @@ export_env() {
 
 show() {
   local ns
-  for ns in $(ip netns list 2>/dev/null | awk '{print $1}' | grep -E "^$prefix-(sw|h[0-9]+)$" | sort || true); do
+  for ns in $(namespaces | sort); do
     echo "== $ns"
     ip -n "$ns" -brief addr show | grep -v '^lo' || true
     ip netns exec "$ns" tc qdisc show | grep tbf || true
