@@ -19,10 +19,11 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/notification.h"
+#include "tools/bench/parse.h"
+#include "tools/bench/stats.h"
 #include "transport/clock.h"
 #include "transport/endpoint.h"
 
@@ -46,16 +47,6 @@ namespace {
 [[noreturn]] void Die(const std::string& message) {
   std::fprintf(stderr, "homarpc-demo: %s\n", message.c_str());
   std::exit(2);
-}
-
-bool ParseSize(absl::string_view text, size_t* out) {
-  uint64_t mult = 1;
-  if (absl::ConsumeSuffix(&text, "K") || absl::ConsumeSuffix(&text, "KiB")) mult = 1024;
-  if (absl::ConsumeSuffix(&text, "M") || absl::ConsumeSuffix(&text, "MiB")) mult = 1024 * 1024;
-  uint64_t n;
-  if (!absl::SimpleAtoi(text, &n)) return false;
-  *out = n * mult;
-  return true;
 }
 
 EndpointOptions OptionsFromFlags() {
@@ -104,19 +95,17 @@ int RunServer(int port_fd) {
   return 0;
 }
 
-double Percentile(std::vector<int64_t>& v, double p) {
-  std::sort(v.begin(), v.end());
-  size_t rank = static_cast<size_t>(p * static_cast<double>(v.size()) + 0.999999);
-  rank = std::clamp<size_t>(rank, 1, v.size());
-  return static_cast<double>(v[rank - 1]) / 1000.0;
-}
-
 int RunClient(const Address& server) {
+  // The benchmark's size parser (suffixes, range checks); the demo also allows 0-byte messages.
   std::vector<size_t> sizes;
   for (absl::string_view s : absl::StrSplit(absl::GetFlag(FLAGS_sizes), ',')) {
-    size_t n;
-    if (!ParseSize(s, &n)) Die(absl::StrCat("--sizes: cannot parse '", s, "'"));
-    sizes.push_back(n);
+    if (s == "0") {
+      sizes.push_back(0);
+      continue;
+    }
+    absl::StatusOr<uint64_t> n = bench::ParseByteSize(s);
+    if (!n.ok()) Die(absl::StrCat("--sizes: ", n.status().message()));
+    sizes.push_back(static_cast<size_t>(*n));
   }
   const int count = absl::GetFlag(FLAGS_count);
   if (count < 1) Die("--count must be at least 1");
@@ -153,8 +142,9 @@ int RunClient(const Address& server) {
     }
     // Goodput counts the bytes moved in both directions.
     const double gbps = 2.0 * static_cast<double>(size) * n * 8 / static_cast<double>(total);
-    std::printf("| %zu | %d | %.1f | %.1f | %.2f |\n", size, n, Percentile(rtts, 0.5),
-                Percentile(rtts, 0.99), gbps);
+    const bench::LatencySummary summary = bench::Summarize(std::move(rtts));
+    std::printf("| %zu | %d | %.1f | %.1f | %.2f |\n", size, n, summary.p50_ns / 1000.0,
+                summary.p99_ns / 1000.0, gbps);
     std::fflush(stdout);
   }
   const EngineStats st = (*ep)->stats();
