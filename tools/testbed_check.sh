@@ -2,7 +2,9 @@
 # tools/testbed_check.sh: the ctest `testbed_smoke` (tools/CMakeLists.txt). Builds a 3-host
 # testbed with tools/testbed.sh and checks that an RPC crosses it: a greeter server in host 0,
 # greeter clients in hosts 1 and 2 calling it at host 0's address; with BENCH, that
-# `homarpc-bench --testbed` runs both RPC systems across it; then that the teardown left no
+# `homarpc-bench --testbed` runs both RPC systems across it; that the switch port toward
+# host 0 queued homarpc's small messages in its top priority band and gRPC's TCP in the lowest
+# (the DSCP classes reach the HTB bands, tools/testbed.sh); then that the teardown left no
 # namespace behind. Exits 77 (ctest's skip code here) when not root.
 #
 #   tools/testbed_check.sh GREETER_SERVER GREETER_CLIENT [BENCH]
@@ -48,6 +50,15 @@ inside() {
         { echo "no $system result from homarpc-bench --testbed: $json"; return 1; }
     done
     echo "homarpc-bench --testbed ran both systems"
+    # Bytes sent by the switch port toward host 0 per band: 1:10 is served first (class 7:
+    # homarpc's messages of at most 200 bytes), 1:17 last (class 0: TCP).
+    local stats top lowest
+    stats="$(ip netns exec "$p-sw" tc -s class show dev p0)"
+    top="$(awk '/^class htb 1:10 /{f=1} f&&/Sent/{print $2; exit}' <<<"$stats")"
+    lowest="$(awk '/^class htb 1:17 /{f=1} f&&/Sent/{print $2; exit}' <<<"$stats")"
+    [[ "${top:-0}" -gt 0 && "${lowest:-0}" -gt 0 ]] ||
+      { echo "priority bands not used as expected (top=$top lowest=$lowest): $stats"; return 1; }
+    echo "priority bands: top $top bytes (homarpc), lowest $lowest bytes (TCP)"
   fi
 }
 export -f inside
