@@ -6,8 +6,9 @@
 // and a busy loop costs posters no system call.
 //
 // Spin-then-sleep: a wake-up through the kernel costs ~50 us on these machines while a busy
-// round trip costs ~5 us, so an idle loop keeps polling for poll_usecs (Homa's default 50 us)
-// before it sleeps. poll_usecs = 0 sleeps at once (the "blocking" mode the benchmark reports).
+// round trip costs ~5 us, so an idle loop keeps polling for up to poll_usecs (Homa's default
+// 50 us) before it sleeps, when SpinPolicy (loop.h) expects work soon. poll_usecs = 0 sleeps
+// at once (the "blocking" mode the benchmark reports).
 //
 // Completion callbacks are looked up by a token the Endpoint chose (not the engine's id),
 // because the caller needs a handle for Abort() before the loop has created the RPC.
@@ -26,10 +27,11 @@ Loop::Loop(uint32_t index, const Config& config, std::unique_ptr<IoBackend> io,
            const Endpoint::RequestHandler* handler)
     : index_(index),
       spin_nanos_(int64_t{config.poll_usecs} * kNanosPerMicro),
-      busy_spin_nanos_(config.poll_usecs == 0
-                           ? 0
-                           : int64_t{std::max(config.poll_usecs, config.busy_poll_usecs)} *
-                                 kNanosPerMicro),
+      spin_policy_(spin_nanos_,
+                   config.poll_usecs == 0
+                       ? 0
+                       : int64_t{std::max(config.poll_usecs, config.busy_poll_usecs)} *
+                             kNanosPerMicro),
       io_(std::move(io)),
       handler_(handler) {
   const Address local = io_->local_address();
@@ -91,14 +93,19 @@ void Loop::RunUntil(absl::FunctionRef<bool()> done, int64_t wake_by_nanos) {
   assert(!running_);  // a callback must not drive the loop it runs on (see endpoint.h)
   running_ = true;
   const Clock* clock = MonotonicClock::Get();
-  int64_t idle_since = clock->NowNanos();
+  int64_t idle_since = clock->NowNanos();  // restarts the spin budget (work, or a wake-up)
+  int64_t last_work = idle_since;
+  bool idle = false;
   while (!done()) {
     const int64_t now = clock->NowNanos();
     if (RunOnce()) {
-      idle_since = now;
+      if (idle) spin_policy_.OnWorkAfterIdle(now - last_work);
+      idle = false;
+      idle_since = last_work = now;
       continue;
     }
-    const int64_t spin = engine_->MidTransfer() ? busy_spin_nanos_ : spin_nanos_;
+    idle = true;
+    const int64_t spin = spin_policy_.Budget(engine_->MidTransfer(), !pending_.empty());
     if (now - idle_since < spin) {
       // Spin politely: when more threads want to run than there are cores (a blocking caller,
       // this loop and a server loop on 2 cores), a spinning thread that keeps its core until
@@ -110,7 +117,7 @@ void Loop::RunUntil(absl::FunctionRef<bool()> done, int64_t wake_by_nanos) {
     // A timer due within the spin time (the pacer releasing the next packets, typically) is
     // waited for by spinning: a sleep that short costs a wake-up, or a whole millisecond where
     // the kernel's timeout granularity is coarse.
-    if (spin > 0 && NextWakeNanos() - now <= spin) continue;
+    if (spin_nanos_ > 0 && NextWakeNanos() - now <= spin_nanos_) continue;
     // Sleep until a datagram, a Post() or the next timer.
     sleeping_.store(true);
     if (posted_count_.load() == 0 && !done()) {

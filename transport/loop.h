@@ -31,6 +31,42 @@
 
 namespace homarpc::transport {
 
+// SpinPolicy: how long an idle loop busy-polls before it sleeps (Loop::RunUntil).
+//
+// Spinning buys latency with CPU: a wake-up through the kernel costs ~50 us here, a busy-polled
+// round trip ~5 us. It pays only when work is about to arrive, so the policy spins
+//   - busy_spin while a message is mid-transfer (the next grant or data packet is due within
+//     microseconds);
+//   - spin while this loop waits for responses to its own requests (one round trip away), or
+//     when recent idle gaps were short: an exponential average (weight 1/8) of the idle time
+//     before each piece of work is at most `spin` (back-to-back calls);
+//   - not at all otherwise: at a low, steady rate (a request every few hundred microseconds)
+//     every spin would end in a sleep anyway, so its CPU time is pure waste.
+// Measured on a 2-core VM (homarpc-bench --scenario=cpu, 64 B calls at 5000/s): see
+// docs/benchmarks.md. Loop thread only.
+class SpinPolicy {
+ public:
+  SpinPolicy(int64_t spin_nanos, int64_t busy_spin_nanos)
+      : spin_nanos_(spin_nanos), busy_spin_nanos_(busy_spin_nanos) {}
+
+  // Records that work arrived after `idle_nanos` without any.
+  void OnWorkAfterIdle(int64_t idle_nanos) {
+    gap_average_nanos_ += (idle_nanos - gap_average_nanos_) / 8;
+  }
+  // How long to spin before sleeping, given what the engine is doing.
+  int64_t Budget(bool mid_transfer, bool awaiting_responses) const {
+    if (mid_transfer) return busy_spin_nanos_;
+    if (awaiting_responses || gap_average_nanos_ <= spin_nanos_) return spin_nanos_;
+    return 0;
+  }
+  int64_t gap_average_nanos() const { return gap_average_nanos_; }
+
+ private:
+  const int64_t spin_nanos_;
+  const int64_t busy_spin_nanos_;
+  int64_t gap_average_nanos_ = 0;
+};
+
 class Loop final : public EngineHandler {
  public:
   Loop(uint32_t index, const Config& config, std::unique_ptr<IoBackend> io,
@@ -60,7 +96,7 @@ class Loop final : public EngineHandler {
   // One iteration: posted closures, received datagrams, due timers, flush, reap. Returns
   // whether anything happened. Loop thread only.
   bool RunOnce();
-  // Iterates until `done()` is true, spinning poll_usecs and then sleeping when idle (never
+  // Iterates until `done()` is true, spinning (SpinPolicy) and then sleeping when idle (never
   // past `wake_by_nanos`, so a caller's deadline is seen). Not re-entrant: a callback running
   // inside it must not call it again.
   void RunUntil(absl::FunctionRef<bool()> done, int64_t wake_by_nanos = INT64_MAX);
@@ -89,7 +125,7 @@ class Loop final : public EngineHandler {
 
   const uint32_t index_;
   const int64_t spin_nanos_;
-  const int64_t busy_spin_nanos_;  // while the engine is MidTransfer()
+  SpinPolicy spin_policy_;
   std::unique_ptr<IoBackend> io_;
   std::unique_ptr<Engine> engine_;
   const Endpoint::RequestHandler* handler_;
