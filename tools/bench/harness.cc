@@ -19,15 +19,13 @@
 //
 // Every wait on a child has a deadline; a child that overruns is killed (SIGKILL, by pid) and
 // reaped, so a lost datagram or a hung system fails one point instead of the whole run.
+//
+// The plumbing (Child, Pipe, the report encoding, the server's stop flag, EnterNetns) lives in
+// child_process.h, shared with load_harness.cc.
 #include "tools/bench/harness.h"
 
-#include <poll.h>
-#include <signal.h>
-#include <fcntl.h>
-#include <sched.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -41,6 +39,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "tools/bench/child_process.h"
 #include "tools/bench/stats.h"
 #include "transport/clock.h"
 #include "transport/errors.h"
@@ -48,6 +47,17 @@
 namespace homarpc::bench {
 namespace {
 
+using child_process::Child;
+using child_process::EnterNetns;
+using child_process::kUntilEof;
+using child_process::Pipe;
+using child_process::PipeServerEnv;
+using child_process::PutString;
+using child_process::PutU64;
+using child_process::ReadFromChild;
+using child_process::ReportReader;
+using child_process::SharedControl;
+using child_process::WriteAll;
 using transport::ErrnoToStatus;
 
 int64_t NowNanos() { return transport::MonotonicClock::Get()->NowNanos(); }
@@ -67,100 +77,6 @@ SelfUsage MeasureSelf() {
   return SelfUsage{usage.ru_maxrss, usage.ru_nivcsw};  // ru_maxrss is in kilobytes on Linux
 }
 
-// ---- A child process that is killed and reaped unless it was reaped already. ----
-
-class Child {
- public:
-  explicit Child(pid_t pid) : pid_(pid) {}
-  Child(const Child&) = delete;
-  Child& operator=(const Child&) = delete;
-  ~Child() {
-    if (pid_ > 0) {
-      kill(pid_, SIGKILL);
-      Reap();
-    }
-  }
-
-  // Waits for the child to exit; returns a description of how it ended.
-  std::string Reap() {
-    int status = 0;
-    while (waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
-    }
-    pid_ = -1;
-    if (WIFSIGNALED(status)) return absl::StrCat("killed by signal ", WTERMSIG(status));
-    return absl::StrCat("exit status ", WEXITSTATUS(status));
-  }
-
- private:
-  pid_t pid_;
-};
-
-// ---- Pipes ----
-
-class Pipe {
- public:
-  Pipe() {
-    if (pipe(fds_) != 0) fds_[0] = fds_[1] = -1;
-  }
-  Pipe(const Pipe&) = delete;
-  Pipe& operator=(const Pipe&) = delete;
-  ~Pipe() {
-    CloseRead();
-    CloseWrite();
-  }
-  bool ok() const { return fds_[0] >= 0; }
-  int read_fd() const { return fds_[0]; }
-  int write_fd() const { return fds_[1]; }
-  void CloseRead() { CloseFd(fds_[0]); }
-  void CloseWrite() { CloseFd(fds_[1]); }
-
- private:
-  static void CloseFd(int& fd) {
-    if (fd >= 0) close(fd);
-    fd = -1;
-  }
-  int fds_[2];
-};
-
-void WriteAll(int fd, const void* data, size_t length) {
-  const char* bytes = static_cast<const char*>(data);
-  while (length > 0) {
-    ssize_t n = write(fd, bytes, length);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return;  // the parent is gone; nothing useful left to do
-    bytes += n;
-    length -= static_cast<size_t>(n);
-  }
-}
-
-// Appends bytes from `fd` to `out` until `want` bytes were read (or EOF, when `want` is
-// kUntilEof). Fails with DEADLINE_EXCEEDED at `deadline_ns`, INTERNAL on an early EOF.
-constexpr size_t kUntilEof = ~size_t{0};
-absl::Status ReadFromChild(int fd, size_t want, int64_t deadline_ns, std::string* out) {
-  char buffer[1 << 16];
-  while (out->size() < want) {
-    const int64_t left_ns = deadline_ns - NowNanos();
-    if (left_ns <= 0) return absl::DeadlineExceededError("child process overran its time");
-    pollfd pfd{fd, POLLIN, 0};
-    const int ready =
-        poll(&pfd, 1, static_cast<int>(std::min<int64_t>(left_ns / 1000000 + 1, 1000)));
-    if (ready < 0 && errno != EINTR) return ErrnoToStatus(errno, "poll on child pipe");
-    if (ready <= 0) continue;
-    const size_t chunk = std::min(sizeof(buffer), want - out->size());
-    const ssize_t n = read(fd, buffer, chunk);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return ErrnoToStatus(errno, "read from child pipe");
-    }
-    if (n == 0) {
-      if (want == kUntilEof) return absl::OkStatus();
-      return absl::InternalError("child process closed its pipe early");
-    }
-    out->append(buffer, static_cast<size_t>(n));
-  }
-  return absl::OkStatus();
-}
-
 // ---- The report a child sends when it is done ----
 
 struct ChildReport {
@@ -168,14 +84,6 @@ struct ChildReport {
   SelfUsage usage;
   ClientSamples samples;  // a server report only uses `extras`
 };
-
-void PutU64(std::string* out, uint64_t value) {
-  out->append(reinterpret_cast<const char*>(&value), sizeof(value));
-}
-void PutString(std::string* out, absl::string_view text) {
-  PutU64(out, text.size());
-  out->append(text.data(), text.size());
-}
 
 std::string EncodeReport(const ChildReport& report) {
   std::string out;
@@ -196,37 +104,6 @@ std::string EncodeReport(const ChildReport& report) {
   }
   return out;
 }
-
-// Reads what EncodeReport wrote; `ok` turns false on a short or inconsistent input.
-class ReportReader {
- public:
-  explicit ReportReader(absl::string_view in) : in_(in) {}
-  bool ok() const { return ok_; }
-  uint64_t U64() {
-    uint64_t value = 0;
-    if (in_.size() < sizeof(value)) {
-      ok_ = false;
-      return 0;
-    }
-    std::memcpy(&value, in_.data(), sizeof(value));
-    in_.remove_prefix(sizeof(value));
-    return value;
-  }
-  std::string Bytes(uint64_t length) {
-    if (in_.size() < length) {
-      ok_ = false;
-      return "";
-    }
-    std::string out(in_.substr(0, length));
-    in_.remove_prefix(length);
-    return out;
-  }
-  std::string String() { return Bytes(U64()); }
-
- private:
-  absl::string_view in_;
-  bool ok_ = true;
-};
 
 absl::StatusOr<ChildReport> DecodeReport(absl::string_view bytes) {
   ReportReader reader(bytes);
@@ -257,47 +134,6 @@ absl::StatusOr<ChildReport> DecodeReport(absl::string_view bytes) {
 }
 
 // ---- The server child ----
-
-// The stop flag, in a page shared by the parent and the server child.
-struct SharedControl {
-  std::atomic<int> stop{0};
-};
-
-class PipeServerEnv final : public ServerEnv {
- public:
-  PipeServerEnv(int fd, const SharedControl* control) : fd_(fd), control_(control) {}
-
-  void Ready(uint16_t port) override {
-    if (ready_sent_) return;
-    ready_sent_ = true;
-    WriteAll(fd_, &port, sizeof(port));
-  }
-  bool ShouldStop() const override { return control_->stop.load(std::memory_order_relaxed) != 0; }
-  void AddExtra(Extra extra) override { extras_.push_back(std::move(extra)); }
-
-  bool ready_sent() const { return ready_sent_; }
-  std::vector<Extra>& extras() { return extras_; }
-
- private:
-  const int fd_;
-  const SharedControl* const control_;
-  bool ready_sent_ = false;
-  std::vector<Extra> extras_;
-};
-
-// Moves this (single-threaded, just forked) process into network namespace `name`, as
-// `ip netns exec` does; sockets and threads created afterwards live there. "" = stay.
-absl::Status EnterNetns(const std::string& name) {
-  if (name.empty()) return absl::OkStatus();
-  const std::string path = absl::StrCat("/var/run/netns/", name);
-  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return ErrnoToStatus(errno, absl::StrCat("open ", path));
-  const int rc = setns(fd, CLONE_NEWNET);
-  const int err = errno;
-  close(fd);
-  if (rc != 0) return ErrnoToStatus(err, absl::StrCat("setns into ", name));
-  return absl::OkStatus();
-}
 
 [[noreturn]] void ServerChildMain(const System& system, const Point& point, int fd,
                                   const SharedControl* control) {

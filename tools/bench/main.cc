@@ -6,9 +6,11 @@
 // point — every (size, concurrency, system) of the chosen scenario — through RunPoint(), which
 // forks a server and a client process per point. Output: a Markdown table (default) or one
 // JSON object per line (--json) on stdout; progress, skips and errors on stderr.
+// The load scenarios (load_scenarios.h: unloaded, mixed, workload, cpu) take another path:
+// ParseLoadOptions() turns the flags into LoadOptions and RunLoadScenario() runs them.
 // Exit status: 0 all points ran, 1 some point failed, 2 bad command line. (Flags absl itself
 // rejects — an unknown flag, --json=maybe — end with absl's own message and status 1.)
-// Single-threaded: RunPoint() forks, so the parent never starts threads.
+// Single-threaded: RunPoint() and RunLoadPoint() fork, so the parent never starts threads.
 #include <sys/utsname.h>
 
 #include <cstdio>
@@ -23,11 +25,13 @@
 #include "absl/flags/usage.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "tools/bench/harness.h"
 #include "tools/bench/homarpc_systems.h"
+#include "tools/bench/load_scenarios.h"
 #include "tools/bench/parse.h"
 #include "tools/bench/report.h"
 #include "tools/bench/result.h"
@@ -35,6 +39,7 @@
 #include "tools/bench/rpc_scenarios.h"
 #include "tools/bench/system.h"
 #include "tools/bench/transport_echo.h"
+#include "tools/bench/workload.h"
 #include "transport/io_backend.h"
 
 ABSL_FLAG(std::string, scenario, "transport-echo", "Scenario to run (--list shows them).");
@@ -49,10 +54,13 @@ ABSL_FLAG(std::string, concurrency, "",
           "1,8,32,128 for throughput, 1 otherwise.");
 ABSL_FLAG(std::string, iterations, "100000",
           "Measured RPCs per point, at most (1..10000000); see --duration_ms.");
-ABSL_FLAG(std::string, duration_ms, "1000",
+ABSL_FLAG(std::string, duration_ms, "",
           "Measuring time per point, at most (1..600000); whichever of this and --iterations "
-          "comes first ends the point.");
-ABSL_FLAG(std::string, warmup, "100", "Unrecorded RPCs before measuring (0..1000000).");
+          "comes first ends the point. Empty = 1000, or 10000 for the load scenarios (which "
+          "measure for exactly this long).");
+ABSL_FLAG(std::string, warmup, "",
+          "Unrecorded RPCs before measuring (0..1000000). Empty = 100, or 20 per stream for "
+          "the load scenarios.");
 ABSL_FLAG(bool, json, false, "Write one JSON object per line instead of a Markdown table.");
 ABSL_FLAG(std::string, io_backend, "auto", "homarpc's UDP I/O: auto, uring or epoll.");
 ABSL_FLAG(std::string, spin_us, "50",
@@ -67,6 +75,20 @@ ABSL_FLAG(std::string, link_mbps, "",
 ABSL_FLAG(bool, testbed, false,
           "Run inside tools/testbed.sh (from `testbed.sh run -- homarpc-bench ...`): the server "
           "in host 0, the client in host 1, over the shaped links. Loopback-only systems skip.");
+ABSL_FLAG(std::string, workloads, "w3,w4",
+          "workload scenario: comma list of the size distributions to run (w1..w5).");
+ABSL_FLAG(std::string, loads, "0.5,0.8",
+          "workload scenario: comma list of offered loads, fractions of the link rate in (0, 1].");
+ABSL_FLAG(std::string, small_rate, "1000",
+          "mixed scenario: calls per second of the small 64 B stream (0 < rate <= 1000000).");
+ABSL_FLAG(std::string, bulk_bytes, "8M",
+          "mixed scenario: response payload of each bulk fetch (suffixes as --sizes).");
+ABSL_FLAG(std::string, bulk_in_flight, "2", "mixed scenario: bulk fetches kept in flight (1..64).");
+ABSL_FLAG(std::string, cpu_rate, "5000",
+          "cpu scenario: calls per second of 64 B (0 < rate <= 1000000).");
+ABSL_FLAG(std::string, data_dir, "",
+          "Load scenarios: also write the data files tools/bench-report.sh plots into this "
+          "folder (created if needed). Empty = none.");
 ABSL_FLAG(bool, list, false, "List scenarios and their systems, then exit.");
 
 namespace homarpc::bench {
@@ -109,6 +131,61 @@ absl::Status ApplyTestbed(RunSettings* settings) {
   return absl::OkStatus();
 }
 
+// Prefixes a parse error with its flag's name.
+absl::Status FlagError(absl::string_view flag, const absl::Status& status) {
+  return absl::InvalidArgumentError(absl::StrCat("--", flag, ": ", status.message()));
+}
+
+// The flags every scenario shares that set RunSettings: --io_backend, --spin_us, --mtu,
+// --testbed, --link_mbps.
+absl::Status ParseSettings(RunSettings* settings) {
+  settings->io_backend = absl::GetFlag(FLAGS_io_backend);
+  if (!transport::ParseIoKind(settings->io_backend).has_value()) {
+    return absl::InvalidArgumentError(absl::StrCat("--io_backend: '", settings->io_backend,
+                                                   "' is not one of auto, uring, epoll"));
+  }
+  absl::StatusOr<int64_t> spin_us = ParseBoundedInt(absl::GetFlag(FLAGS_spin_us), 0, 1000000);
+  if (!spin_us.ok()) return FlagError("spin_us", spin_us.status());
+  settings->spin_us = *spin_us;
+  absl::StatusOr<int64_t> mtu = ParseBoundedInt(absl::GetFlag(FLAGS_mtu), 576, 65536);
+  if (!mtu.ok()) return FlagError("mtu", mtu.status());
+  settings->mtu = *mtu;
+  if (absl::GetFlag(FLAGS_testbed)) {
+    absl::Status s = ApplyTestbed(settings);
+    if (!s.ok()) return FlagError("testbed", s);
+  }
+  if (const std::string link = absl::GetFlag(FLAGS_link_mbps); !link.empty()) {
+    absl::StatusOr<int64_t> mbps = ParseBoundedInt(link, 0, 10000000);
+    if (!mbps.ok()) return FlagError("link_mbps", mbps.status());
+    settings->link_mbps = *mbps;
+  }
+  return absl::OkStatus();
+}
+
+// --duration_ms and --warmup, with `default_*` when the flag is left empty.
+absl::StatusOr<int64_t> ParseDurationMs(int64_t default_ms) {
+  const std::string text = absl::GetFlag(FLAGS_duration_ms);
+  if (text.empty()) return default_ms;
+  absl::StatusOr<int64_t> duration_ms = ParseBoundedInt(text, 1, 600000);
+  if (!duration_ms.ok()) return FlagError("duration_ms", duration_ms.status());
+  return *duration_ms;
+}
+
+absl::StatusOr<int64_t> ParseWarmup(int64_t default_calls) {
+  const std::string text = absl::GetFlag(FLAGS_warmup);
+  if (text.empty()) return default_calls;
+  absl::StatusOr<int64_t> warmup = ParseBoundedInt(text, 0, 1000000);
+  if (!warmup.ok()) return FlagError("warmup", warmup.status());
+  return *warmup;
+}
+
+// Every scenario name, for the error that lists them.
+std::vector<std::string> AllScenarioNames(const Registry& registry) {
+  std::vector<std::string> names = registry.ScenarioNames();
+  for (std::string& name : LoadScenarioNames()) names.push_back(std::move(name));
+  return names;
+}
+
 // Everything the flags decide, validated.
 struct Options {
   const Scenario* scenario = nullptr;
@@ -122,11 +199,6 @@ struct Options {
   RunSettings settings;
 };
 
-// Prefixes a parse error with its flag's name.
-absl::Status FlagError(absl::string_view flag, const absl::Status& status) {
-  return absl::InvalidArgumentError(absl::StrCat("--", flag, ": ", status.message()));
-}
-
 absl::StatusOr<Options> ParseOptions(const Registry& registry) {
   Options options;
   const std::string scenario_name = absl::GetFlag(FLAGS_scenario);
@@ -134,7 +206,7 @@ absl::StatusOr<Options> ParseOptions(const Registry& registry) {
   if (options.scenario == nullptr) {
     return absl::InvalidArgumentError(
         absl::StrCat("--scenario: unknown scenario '", scenario_name,
-                     "' (known: ", absl::StrJoin(registry.ScenarioNames(), ", "), ")"));
+                     "' (known: ", absl::StrJoin(AllScenarioNames(registry), ", "), ")"));
   }
   const std::vector<std::string> names = SplitNames(absl::GetFlag(FLAGS_systems));
   if (names.empty()) {
@@ -168,35 +240,109 @@ absl::StatusOr<Options> ParseOptions(const Registry& registry) {
       ParseBoundedInt(absl::GetFlag(FLAGS_iterations), 1, 10000000);
   if (!iterations.ok()) return FlagError("iterations", iterations.status());
   options.iterations = static_cast<uint64_t>(*iterations);
-  absl::StatusOr<int64_t> duration_ms =
-      ParseBoundedInt(absl::GetFlag(FLAGS_duration_ms), 1, 600000);
-  if (!duration_ms.ok()) return FlagError("duration_ms", duration_ms.status());
+  absl::StatusOr<int64_t> duration_ms = ParseDurationMs(1000);
+  if (!duration_ms.ok()) return duration_ms.status();
   options.duration_ms = *duration_ms;
-  absl::StatusOr<int64_t> warmup = ParseBoundedInt(absl::GetFlag(FLAGS_warmup), 0, 1000000);
-  if (!warmup.ok()) return FlagError("warmup", warmup.status());
+  absl::StatusOr<int64_t> warmup = ParseWarmup(100);
+  if (!warmup.ok()) return warmup.status();
   options.warmup = static_cast<uint64_t>(*warmup);
-
-  options.settings.io_backend = absl::GetFlag(FLAGS_io_backend);
-  if (!transport::ParseIoKind(options.settings.io_backend).has_value()) {
-    return absl::InvalidArgumentError(absl::StrCat("--io_backend: '", options.settings.io_backend,
-                                                   "' is not one of auto, uring, epoll"));
-  }
-  absl::StatusOr<int64_t> spin_us = ParseBoundedInt(absl::GetFlag(FLAGS_spin_us), 0, 1000000);
-  if (!spin_us.ok()) return FlagError("spin_us", spin_us.status());
-  options.settings.spin_us = *spin_us;
-  absl::StatusOr<int64_t> mtu = ParseBoundedInt(absl::GetFlag(FLAGS_mtu), 576, 65536);
-  if (!mtu.ok()) return FlagError("mtu", mtu.status());
-  options.settings.mtu = *mtu;
-  if (absl::GetFlag(FLAGS_testbed)) {
-    absl::Status s = ApplyTestbed(&options.settings);
-    if (!s.ok()) return FlagError("testbed", s);
-  }
-  if (const std::string link = absl::GetFlag(FLAGS_link_mbps); !link.empty()) {
-    absl::StatusOr<int64_t> mbps = ParseBoundedInt(link, 0, 10000000);
-    if (!mbps.ok()) return FlagError("link_mbps", mbps.status());
-    options.settings.link_mbps = *mbps;
-  }
+  if (absl::Status s = ParseSettings(&options.settings); !s.ok()) return s;
   options.json = absl::GetFlag(FLAGS_json);
+  return options;
+}
+
+// A rate flag: calls per second, 0 < rate <= 10^6.
+absl::StatusOr<double> ParseRate(absl::string_view flag, const std::string& text) {
+  double rate = 0;
+  if (!absl::SimpleAtod(text, &rate) || !(rate > 0) || rate > 1e6) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--", flag, ": '", text, "' is not a rate in calls per second in (0, 1000000]"));
+  }
+  return rate;
+}
+
+// The load scenarios' flags (load_scenarios.h). --concurrency, --iterations and --executor do
+// not apply to them and are ignored.
+absl::StatusOr<LoadOptions> ParseLoadOptions(const std::string& scenario) {
+  LoadOptions options;
+  options.scenario = scenario;
+  for (const std::string& name : SplitNames(absl::GetFlag(FLAGS_systems))) {
+    if (name != kGrpcSystem && name != kHomarpcSystem) {
+      return absl::InvalidArgumentError(absl::StrCat("--systems: unknown system '", name, "' for ",
+                                                     scenario, " (known: ", kGrpcSystem, ", ",
+                                                     kHomarpcSystem, ")"));
+    }
+    options.systems.push_back(name);
+  }
+  if (const std::string sizes_text = absl::GetFlag(FLAGS_sizes); !sizes_text.empty()) {
+    absl::StatusOr<std::vector<uint64_t>> sizes = ParseByteSizeList(sizes_text);
+    if (!sizes.ok()) return FlagError("sizes", sizes.status());
+    options.sizes = *sizes;
+  }
+  absl::StatusOr<int64_t> duration_ms = ParseDurationMs(10000);
+  if (!duration_ms.ok()) return duration_ms.status();
+  options.duration_ms = *duration_ms;
+  absl::StatusOr<int64_t> warmup = ParseWarmup(20);
+  if (!warmup.ok()) return warmup.status();
+  options.warmup_calls = static_cast<int>(*warmup);
+
+  options.workloads = SplitNames(absl::GetFlag(FLAGS_workloads));
+  if (options.workloads.empty()) {
+    return absl::InvalidArgumentError("--workloads: empty (name at least one of w1..w5)");
+  }
+  for (const std::string& name : options.workloads) {
+    absl::StatusOr<Workload> workload = Workload::BuiltIn(name);
+    if (!workload.ok()) return FlagError("workloads", workload.status());
+  }
+  options.loads.clear();
+  for (const std::string& text : SplitNames(absl::GetFlag(FLAGS_loads))) {
+    double load = 0;
+    if (!absl::SimpleAtod(text, &load) || !(load > 0) || load > 1) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--loads: '", text, "' is not a fraction of the link rate in (0, 1]"));
+    }
+    options.loads.push_back(load);
+  }
+  if (options.loads.empty()) {
+    return absl::InvalidArgumentError("--loads: empty (e.g. --loads=0.5,0.8)");
+  }
+  absl::StatusOr<double> small_rate = ParseRate("small_rate", absl::GetFlag(FLAGS_small_rate));
+  if (!small_rate.ok()) return small_rate.status();
+  options.small_rate = *small_rate;
+  absl::StatusOr<uint64_t> bulk_bytes = ParseByteSize(absl::GetFlag(FLAGS_bulk_bytes));
+  if (!bulk_bytes.ok()) return FlagError("bulk_bytes", bulk_bytes.status());
+  options.bulk_bytes = *bulk_bytes;
+  absl::StatusOr<int64_t> bulk_in_flight =
+      ParseBoundedInt(absl::GetFlag(FLAGS_bulk_in_flight), 1, 64);
+  if (!bulk_in_flight.ok()) return FlagError("bulk_in_flight", bulk_in_flight.status());
+  options.bulk_in_flight = static_cast<int>(*bulk_in_flight);
+  absl::StatusOr<double> cpu_rate = ParseRate("cpu_rate", absl::GetFlag(FLAGS_cpu_rate));
+  if (!cpu_rate.ok()) return cpu_rate.status();
+  options.cpu_rate = *cpu_rate;
+  options.data_dir = absl::GetFlag(FLAGS_data_dir);
+  options.json = absl::GetFlag(FLAGS_json);
+
+  if (absl::Status s = ParseSettings(&options.settings); !s.ok()) return s;
+  if (absl::GetFlag(FLAGS_testbed)) {
+    // Client hosts: every testbed host but the server's (host 0).
+    const char* hosts_text = std::getenv("HOMARPC_TESTBED_HOSTS");
+    int hosts = 0;
+    if (hosts_text == nullptr || !absl::SimpleAtoi(hosts_text, &hosts) || hosts < 2) {
+      return absl::InvalidArgumentError(
+          "--testbed: HOMARPC_TESTBED_HOSTS is missing or below 2 (run under tools/testbed.sh)");
+    }
+    const char* prefix = std::getenv("HOMARPC_TESTBED_PREFIX");  // set: ApplyTestbed checked
+    for (int host = 1; host < hosts; ++host) {
+      options.client_netns.push_back(absl::StrCat(prefix, "-h", host));
+    }
+  } else {
+    options.client_netns = {"", ""};  // loopback: two client processes, both here
+  }
+  if (scenario == "workload" && options.settings.link_mbps <= 0) {
+    return absl::InvalidArgumentError(
+        "--link_mbps: the workload scenario offers a fraction of a link rate; give one "
+        "(e.g. --link_mbps=1000) or run with --testbed");
+  }
   return options;
 }
 
@@ -226,6 +372,10 @@ void PrintList(const Registry& registry) {
     const Scenario* scenario = registry.Find(name);
     std::printf("%s: %s\n  systems: %s\n", name.c_str(), scenario->description.c_str(),
                 absl::StrJoin(scenario->SystemNames(), ", ").c_str());
+  }
+  for (const std::string& name : LoadScenarioNames()) {
+    std::printf("%s: %s\n  systems: %s, %s\n", name.c_str(), LoadScenarioDescription(name).c_str(),
+                kGrpcSystem, kHomarpcSystem);
   }
 }
 
@@ -290,8 +440,9 @@ int Run(const Options& options, const RpcOptions& rpc_options) {
 int main(int argc, char** argv) {
   namespace bench = homarpc::bench;
   absl::SetProgramUsageMessage(
-      "Measures homarpc against raw-socket floors and gRPC C++ on loopback.\n"
-      "  homarpc-bench [--scenario=transport-echo|unary|throughput|...] [--systems=a,b]\n"
+      "Measures homarpc against raw-socket floors and gRPC C++, on loopback or the testbed.\n"
+      "  homarpc-bench [--scenario=transport-echo|unary|throughput|unloaded|mixed|...]\n"
+      "                [--systems=a,b]\n"
       "                [--sizes=64,1M] [--concurrency=1,32] [--json]\n"
       "See tools/bench/README.md.");
   std::vector<char*> positional = absl::ParseCommandLine(argc, argv);
@@ -316,6 +467,15 @@ int main(int argc, char** argv) {
   if (absl::GetFlag(FLAGS_list)) {
     bench::PrintList(registry);
     return 0;
+  }
+  if (const std::string scenario = absl::GetFlag(FLAGS_scenario); bench::IsLoadScenario(scenario)) {
+    absl::StatusOr<bench::LoadOptions> load_options = bench::ParseLoadOptions(scenario);
+    if (!load_options.ok()) {
+      std::fprintf(stderr, "homarpc-bench: %s\n",
+                   std::string(load_options.status().message()).c_str());
+      return 2;
+    }
+    return bench::RunLoadScenario(*load_options);
   }
   absl::StatusOr<bench::Options> options = bench::ParseOptions(registry);
   if (!options.ok()) {

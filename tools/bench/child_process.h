@@ -1,0 +1,232 @@
+// child_process: the fork/pipe plumbing homarpc-bench's harnesses share — harness.cc (one
+// server + one client process per point) and load_harness.cc (one server + N client processes
+// per load point).
+//
+// A Child is killed and reaped unless it was reaped already; Pipe owns both ends of a pipe;
+// WriteAll/ReadFromChild move bytes with a deadline on the parent's side; PutU64/PutString and
+// ReportReader are the host-byte-order encoding of the reports children send back (both ends
+// are this binary on this machine); SharedControl + PipeServerEnv are the server child's side
+// of the stop flag and port announcement; EnterNetns moves a freshly forked child into a
+// testbed host's network namespace.
+//
+// Internal to tools/bench (not a public contract of homarpc-bench). Used by the one thread of
+// a parent that has no other threads, and by the children it forks.
+#ifndef HOMARPC_TOOLS_BENCH_CHILD_PROCESS_H_
+#define HOMARPC_TOOLS_BENCH_CHILD_PROCESS_H_
+
+#include <fcntl.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
+#include "tools/bench/system.h"
+#include "transport/clock.h"
+#include "transport/errors.h"
+
+namespace homarpc::bench::child_process {
+
+// ---- A child process that is killed and reaped unless it was reaped already. ----
+
+class Child {
+ public:
+  explicit Child(pid_t pid) : pid_(pid) {}
+  Child(const Child&) = delete;
+  Child& operator=(const Child&) = delete;
+  ~Child() {
+    if (pid_ > 0) {
+      kill(pid_, SIGKILL);
+      Reap();
+    }
+  }
+
+  // The child's pid; -1 once reaped.
+  pid_t pid() const { return pid_; }
+
+  // Waits for the child to exit; returns a description of how it ended.
+  std::string Reap() {
+    int status = 0;
+    while (waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
+    }
+    pid_ = -1;
+    if (WIFSIGNALED(status)) return absl::StrCat("killed by signal ", WTERMSIG(status));
+    return absl::StrCat("exit status ", WEXITSTATUS(status));
+  }
+
+ private:
+  pid_t pid_;
+};
+
+// ---- Pipes ----
+
+class Pipe {
+ public:
+  Pipe() {
+    if (pipe(fds_) != 0) fds_[0] = fds_[1] = -1;
+  }
+  Pipe(const Pipe&) = delete;
+  Pipe& operator=(const Pipe&) = delete;
+  ~Pipe() {
+    CloseRead();
+    CloseWrite();
+  }
+  bool ok() const { return fds_[0] >= 0; }
+  int read_fd() const { return fds_[0]; }
+  int write_fd() const { return fds_[1]; }
+  void CloseRead() { CloseFd(fds_[0]); }
+  void CloseWrite() { CloseFd(fds_[1]); }
+
+ private:
+  static void CloseFd(int& fd) {
+    if (fd >= 0) close(fd);
+    fd = -1;
+  }
+  int fds_[2];
+};
+
+inline void WriteAll(int fd, const void* data, size_t length) {
+  const char* bytes = static_cast<const char*>(data);
+  while (length > 0) {
+    ssize_t n = write(fd, bytes, length);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return;  // the parent is gone; nothing useful left to do
+    bytes += n;
+    length -= static_cast<size_t>(n);
+  }
+}
+
+// Appends bytes from `fd` to `out` until `want` bytes were read (or EOF, when `want` is
+// kUntilEof). Fails with DEADLINE_EXCEEDED at `deadline_ns` (MonotonicClock), INTERNAL on an
+// early EOF.
+inline constexpr size_t kUntilEof = ~size_t{0};
+inline absl::Status ReadFromChild(int fd, size_t want, int64_t deadline_ns, std::string* out) {
+  char buffer[1 << 16];
+  while (out->size() < want) {
+    const int64_t left_ns = deadline_ns - transport::MonotonicClock::Get()->NowNanos();
+    if (left_ns <= 0) return absl::DeadlineExceededError("child process overran its time");
+    pollfd pfd{fd, POLLIN, 0};
+    const int ready =
+        poll(&pfd, 1, static_cast<int>(std::min<int64_t>(left_ns / 1000000 + 1, 1000)));
+    if (ready < 0 && errno != EINTR) {
+      return transport::ErrnoToStatus(errno, "poll on child pipe");
+    }
+    if (ready <= 0) continue;
+    const size_t chunk = std::min(sizeof(buffer), want - out->size());
+    const ssize_t n = read(fd, buffer, chunk);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return transport::ErrnoToStatus(errno, "read from child pipe");
+    }
+    if (n == 0) {
+      if (want == kUntilEof) return absl::OkStatus();
+      return absl::InternalError("child process closed its pipe early");
+    }
+    out->append(buffer, static_cast<size_t>(n));
+  }
+  return absl::OkStatus();
+}
+
+// ---- Report encoding (host byte order) ----
+
+inline void PutU64(std::string* out, uint64_t value) {
+  out->append(reinterpret_cast<const char*>(&value), sizeof(value));
+}
+inline void PutString(std::string* out, absl::string_view text) {
+  PutU64(out, text.size());
+  out->append(text.data(), text.size());
+}
+
+// Reads what PutU64/PutString wrote; `ok` turns false on a short or inconsistent input.
+class ReportReader {
+ public:
+  explicit ReportReader(absl::string_view in) : in_(in) {}
+  bool ok() const { return ok_; }
+  uint64_t U64() {
+    uint64_t value = 0;
+    if (in_.size() < sizeof(value)) {
+      ok_ = false;
+      return 0;
+    }
+    std::memcpy(&value, in_.data(), sizeof(value));
+    in_.remove_prefix(sizeof(value));
+    return value;
+  }
+  std::string Bytes(uint64_t length) { return std::string(Raw(length)); }
+  std::string String() { return Bytes(U64()); }
+  // The next `length` bytes, without a copy (a view into the input); empty and !ok() when
+  // fewer are left.
+  absl::string_view Raw(uint64_t length) {
+    if (in_.size() < length) {
+      ok_ = false;
+      return absl::string_view();
+    }
+    absl::string_view out = in_.substr(0, length);
+    in_.remove_prefix(length);
+    return out;
+  }
+
+ private:
+  absl::string_view in_;
+  bool ok_ = true;
+};
+
+// ---- The server child ----
+
+// The stop flag, in a page shared by the parent and the server child.
+struct SharedControl {
+  std::atomic<int> stop{0};
+};
+
+class PipeServerEnv final : public ServerEnv {
+ public:
+  PipeServerEnv(int fd, const SharedControl* control) : fd_(fd), control_(control) {}
+
+  void Ready(uint16_t port) override {
+    if (ready_sent_) return;
+    ready_sent_ = true;
+    WriteAll(fd_, &port, sizeof(port));
+  }
+  bool ShouldStop() const override { return control_->stop.load(std::memory_order_relaxed) != 0; }
+  void AddExtra(Extra extra) override { extras_.push_back(std::move(extra)); }
+
+  bool ready_sent() const { return ready_sent_; }
+  std::vector<Extra>& extras() { return extras_; }
+
+ private:
+  const int fd_;
+  const SharedControl* const control_;
+  bool ready_sent_ = false;
+  std::vector<Extra> extras_;
+};
+
+// Moves this (single-threaded, just forked) process into network namespace `name`, as
+// `ip netns exec` does; sockets and threads created afterwards live there. "" = stay.
+inline absl::Status EnterNetns(const std::string& name) {
+  if (name.empty()) return absl::OkStatus();
+  const std::string path = absl::StrCat("/var/run/netns/", name);
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return transport::ErrnoToStatus(errno, absl::StrCat("open ", path));
+  const int rc = setns(fd, CLONE_NEWNET);
+  const int err = errno;
+  close(fd);
+  if (rc != 0) return transport::ErrnoToStatus(err, absl::StrCat("setns into ", name));
+  return absl::OkStatus();
+}
+
+}  // namespace homarpc::bench::child_process
+
+#endif  // HOMARPC_TOOLS_BENCH_CHILD_PROCESS_H_

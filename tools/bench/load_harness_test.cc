@@ -1,0 +1,393 @@
+// Tests for tools/bench/load_harness.cc: RunLoadPoint() with a fake LoadSystem whose server is
+// a tiny UDP responder on 127.0.0.1 (no namespaces) and whose channel sends it datagrams, so
+// the fork/pipe/barrier protocol runs for real with two client processes: reports and CPU
+// samples come back, and a failing server or client ends the point with its error and leaves
+// no child behind. Also the ClientReport encoding and the /proc parsing.
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "absl/synchronization/mutex.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tools/bench/load.h"
+#include "tools/bench/load_internal.h"
+#include "tools/bench/socket_util.h"
+#include "transport/clock.h"
+#include "transport/errors.h"
+
+namespace homarpc::bench {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::StartsWith;
+
+constexpr int64_t kMs = 1000 * 1000;
+constexpr size_t kHeaderBytes = 16;            // request: call id, response size; response: call id
+constexpr uint64_t kRefusedRequestBytes = 13;  // the fake channel fails calls of this size
+
+// True when this process has no child left, reaped or not.
+std::string Message(const absl::Status& status) { return std::string(status.message()); }
+
+bool NoChildrenLeft() {
+  errno = 0;
+  return waitpid(-1, nullptr, WNOHANG) == -1 && errno == ECHILD;
+}
+
+// Answers every datagram [call id][response size][padding] with [call id][response size zero
+// bytes]. With `fail_after` > 0 it returns an error when datagram fail_after + 1 arrives.
+absl::Status ServeUdp(ServerEnv& env, uint64_t fail_after) {
+  absl::StatusOr<ScopedFd> fd = BindLoopback(SOCK_DGRAM);
+  if (!fd.ok()) return fd.status();
+  absl::StatusOr<uint16_t> port = LocalPort(fd->get());
+  if (!port.ok()) return port.status();
+  if (absl::Status timeout = SetReceiveTimeout(fd->get(), kStopCheckMillis); !timeout.ok()) {
+    return timeout;
+  }
+  env.Ready(*port);
+  std::vector<char> buffer(4096);
+  uint64_t received = 0;
+  while (!env.ShouldStop()) {
+    sockaddr_storage from{};
+    socklen_t from_length = sizeof(from);
+    const ssize_t n = recvfrom(fd->get(), buffer.data(), buffer.size(), 0,
+                               reinterpret_cast<sockaddr*>(&from), &from_length);
+    if (n < 0) {
+      if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) continue;
+      return transport::ErrnoToStatus(errno, "recvfrom");
+    }
+    if (static_cast<size_t>(n) < kHeaderBytes) continue;
+    if (fail_after > 0 && ++received > fail_after) return absl::DataLossError("server broke");
+    uint64_t response_bytes = 0;
+    std::memcpy(&response_bytes, buffer.data() + 8, sizeof(response_bytes));
+    std::vector<char> reply(8 + std::min<uint64_t>(response_bytes, 2048), 0);
+    std::memcpy(reply.data(), buffer.data(), 8);
+    sendto(fd->get(), reply.data(), reply.size(), 0, reinterpret_cast<sockaddr*>(&from),
+           from_length);
+  }
+  return absl::OkStatus();
+}
+
+// Sends each call as one datagram and completes it when the reply comes back, on its receiver
+// thread. Calls of kRefusedRequestBytes fail at once (inline).
+class UdpChannel final : public LoadChannel {
+ public:
+  explicit UdpChannel(ScopedFd fd) : fd_(std::move(fd)), thread_([this] { Receive(); }) {}
+  ~UdpChannel() override {
+    stop_.store(true);
+    thread_.join();
+    std::map<uint64_t, std::function<void(absl::StatusOr<uint64_t>)>> left;
+    {
+      absl::MutexLock lock(&mu_);
+      left.swap(pending_);
+    }
+    for (auto& [id, done] : left) done(absl::CancelledError("channel closed"));
+  }
+
+  void StartCall(uint64_t request_bytes, uint64_t response_bytes, int64_t timeout_ns,
+                 std::function<void(absl::StatusOr<uint64_t>)> done) override {
+    if (request_bytes == kRefusedRequestBytes) {
+      done(absl::FailedPreconditionError("the fake refuses 13-byte requests"));
+      return;
+    }
+    std::vector<char> request(kHeaderBytes + std::min<uint64_t>(request_bytes, 1024), 0);
+    uint64_t id = 0;
+    {
+      absl::MutexLock lock(&mu_);
+      id = ++next_id_;
+      pending_.emplace(id, std::move(done));
+    }
+    std::memcpy(request.data(), &id, 8);
+    std::memcpy(request.data() + 8, &response_bytes, 8);
+    send(fd_.get(), request.data(), request.size(), 0);
+  }
+
+ private:
+  void Receive() {
+    std::vector<char> buffer(4096);
+    while (!stop_.load()) {
+      const ssize_t n = recv(fd_.get(), buffer.data(), buffer.size(), 0);
+      if (n < 8) continue;  // timeout (kStopCheckMillis) or a runt
+      uint64_t id = 0;
+      std::memcpy(&id, buffer.data(), 8);
+      std::function<void(absl::StatusOr<uint64_t>)> done;
+      {
+        absl::MutexLock lock(&mu_);
+        auto it = pending_.find(id);
+        if (it == pending_.end()) continue;
+        done = std::move(it->second);
+        pending_.erase(it);
+      }
+      done(static_cast<uint64_t>(n - 8));
+    }
+  }
+
+  const ScopedFd fd_;
+  absl::Mutex mu_;
+  uint64_t next_id_ ABSL_GUARDED_BY(mu_) = 0;
+  std::map<uint64_t, std::function<void(absl::StatusOr<uint64_t>)>> pending_ ABSL_GUARDED_BY(mu_);
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
+
+class FakeLoadSystem final : public LoadSystem {
+ public:
+  enum class Fault { kNone, kServeFailsBeforeReady, kServeFailsMidRun, kClientDies };
+  explicit FakeLoadSystem(Fault fault = Fault::kNone) : fault_(fault) {}
+
+  std::string name() const override { return "fake"; }
+  absl::Status Serve(const LoadPoint& point, ServerEnv& env) const override {
+    if (fault_ == Fault::kServeFailsBeforeReady) return absl::UnavailableError("no socket");
+    // Mid-run: after every client's warmup (warmup_calls per stream), at the first measured call.
+    uint64_t fail_after = 0;
+    if (fault_ == Fault::kServeFailsMidRun) {
+      for (const ClientSpec& client : point.clients) {
+        fail_after += client.streams.size() * static_cast<uint64_t>(point.warmup_calls);
+      }
+    }
+    return ServeUdp(env, fail_after);
+  }
+  absl::StatusOr<std::unique_ptr<LoadChannel>> Connect(const LoadPoint& point,
+                                                       uint16_t port) const override {
+    if (fault_ == Fault::kClientDies) _exit(3);
+    absl::StatusOr<ScopedFd> fd = ConnectLoopback(SOCK_DGRAM, port);
+    if (!fd.ok()) return fd.status();
+    if (absl::Status timeout = SetReceiveTimeout(fd->get(), kStopCheckMillis); !timeout.ok()) {
+      return timeout;
+    }
+    return std::make_unique<UdpChannel>(*std::move(fd));
+  }
+
+ private:
+  const Fault fault_;
+};
+
+// Two client processes: client0 runs Poisson "small" calls, client1 a closed-loop "bulk".
+LoadPoint TwoClientPoint(int64_t duration_ms) {
+  LoadPoint point;
+  point.scenario = "test";
+  point.label = "two clients";
+  point.warmup_calls = 3;
+  point.duration_ns = duration_ms * kMs;
+  point.drain_ns = 2000 * kMs;
+  point.max_message_bytes = 2048;
+  StreamSpec small;
+  small.name = "small";
+  small.arrival = Arrival::kPoisson;
+  small.rate_per_sec = 300;
+  small.request_bytes = 64;
+  small.response_bytes = 64;
+  StreamSpec bulk;
+  bulk.name = "bulk";
+  bulk.arrival = Arrival::kClosedLoop;
+  bulk.in_flight = 2;
+  bulk.request_bytes = 100;
+  bulk.response_bytes = 2000;
+  point.clients.push_back(ClientSpec{"", {small}});
+  point.clients.push_back(ClientSpec{"", {bulk}});
+  return point;
+}
+
+TEST(RunLoadPoint, TwoClientsReportTheirStreamsAndEveryProcessesCpu) {
+  const LoadPoint point = TwoClientPoint(300);
+  absl::StatusOr<LoadReport> report = RunLoadPoint(FakeLoadSystem(), point);
+  ASSERT_TRUE(report.ok()) << report.status();
+  EXPECT_TRUE(NoChildrenLeft());
+  EXPECT_EQ(report->system, "fake");
+  EXPECT_EQ(report->point.label, "two clients");
+  ASSERT_EQ(report->clients.size(), 2u);
+  const char* const names[] = {"small", "bulk"};
+  for (size_t i = 0; i < 2; ++i) {
+    const ClientReport& client = report->clients[i];
+    ASSERT_EQ(client.streams.size(), 1u);
+    const StreamReport& stream = client.streams[0];
+    EXPECT_EQ(stream.name, names[i]);
+    EXPECT_GT(stream.started, 0u);
+    EXPECT_EQ(stream.calls.size() + stream.failed + stream.unfinished, stream.started);
+    EXPECT_EQ(stream.failed, 0u) << stream.first_error;
+    EXPECT_GT(stream.calls.size(), 0u);
+    for (const CallRecord& call : stream.calls) {
+      EXPECT_EQ(call.response_bytes, point.clients[i].streams[0].response_bytes);
+    }
+    EXPECT_GE(client.measure_ns, 0);
+    EXPECT_LE(client.measure_ns, point.duration_ns);
+  }
+  // Expect: CPU of the server, then each client, sampled around the measuring phase.
+  ASSERT_EQ(report->cpu.size(), 3u);
+  EXPECT_EQ(report->cpu[0].role, "server");
+  EXPECT_EQ(report->cpu[1].role, "client0");
+  EXPECT_EQ(report->cpu[2].role, "client1");
+  for (const ProcessCpu& cpu : report->cpu) {
+    EXPECT_GE(cpu.cpu_ns, 0);
+    EXPECT_GE(cpu.involuntary_switches, 0);
+  }
+  // The harness saw the whole phase: from its 'go' to the last client's end of measuring.
+  EXPECT_GE(report->wall_ns, point.duration_ns);
+}
+
+TEST(RunLoadPoint, ClientErrorIsThePointsErrorAndNoChildStays) {
+  // client1's warmup fails; client0 is then waiting at the barrier and is killed.
+  LoadPoint point = TwoClientPoint(300);
+  point.clients[1].streams[0].request_bytes = kRefusedRequestBytes;
+  absl::StatusOr<LoadReport> report = RunLoadPoint(FakeLoadSystem(), point);
+  EXPECT_EQ(report.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(Message(report.status()), StartsWith("client1: "));
+  EXPECT_THAT(report.status().message(), HasSubstr("warmup call of stream 'bulk'"));
+  EXPECT_THAT(report.status().message(), HasSubstr("refuses 13-byte requests"));
+  EXPECT_TRUE(NoChildrenLeft());
+}
+
+TEST(RunLoadPoint, ClientDyingWithoutAReportIsInternal) {
+  absl::StatusOr<LoadReport> report =
+      RunLoadPoint(FakeLoadSystem(FakeLoadSystem::Fault::kClientDies), TwoClientPoint(300));
+  EXPECT_EQ(report.status().code(), absl::StatusCode::kInternal);
+  EXPECT_THAT(report.status().message(), HasSubstr("died without a report (exit status 3)"));
+  EXPECT_TRUE(NoChildrenLeft());
+}
+
+TEST(RunLoadPoint, ServerErrorBeforeReadyIsThePointsError) {
+  absl::StatusOr<LoadReport> report = RunLoadPoint(
+      FakeLoadSystem(FakeLoadSystem::Fault::kServeFailsBeforeReady), TwoClientPoint(300));
+  EXPECT_EQ(report.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(report.status().message(), HasSubstr("server: no socket"));
+  EXPECT_TRUE(NoChildrenLeft());
+}
+
+TEST(RunLoadPoint, ServerErrorMidRunEndsThePointAtOnce) {
+  // A 60 s measuring phase that the server's failure at its first measured call cuts short:
+  // RunLoadPoint returns the server's error long before the clients would have finished.
+  const int64_t begin = transport::MonotonicClock::Get()->NowNanos();
+  absl::StatusOr<LoadReport> report =
+      RunLoadPoint(FakeLoadSystem(FakeLoadSystem::Fault::kServeFailsMidRun), TwoClientPoint(60000));
+  const int64_t elapsed = transport::MonotonicClock::Get()->NowNanos() - begin;
+  EXPECT_EQ(report.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(report.status().message(), HasSubstr("server: server broke"));
+  EXPECT_LT(elapsed, 30000 * kMs);
+  EXPECT_TRUE(NoChildrenLeft());
+}
+
+TEST(RunLoadPoint, MalformedPointsAreRejectedBeforeForking) {
+  LoadPoint repeated = TwoClientPoint(100);
+  repeated.clients[1].streams[0].name = "small";
+  absl::StatusOr<LoadReport> report = RunLoadPoint(FakeLoadSystem(), repeated);
+  EXPECT_EQ(report.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(report.status().message(), HasSubstr("'small' used twice"));
+
+  LoadPoint no_rate = TwoClientPoint(100);
+  no_rate.clients[0].streams[0].rate_per_sec = 0;
+  report = RunLoadPoint(FakeLoadSystem(), no_rate);
+  EXPECT_EQ(report.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(Message(report.status()), StartsWith("client0: stream 'small'"));
+
+  LoadPoint no_clients = TwoClientPoint(100);
+  no_clients.clients.clear();
+  EXPECT_EQ(RunLoadPoint(FakeLoadSystem(), no_clients).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(NoChildrenLeft());
+}
+
+// ---- The report encoding ----
+
+TEST(ClientReportEncoding, RoundTripsEveryField) {
+  ClientReport report;
+  report.measure_ns = 123456789;
+  StreamReport a;
+  a.name = "small";
+  a.started = 5;
+  a.failed = 1;
+  a.unfinished = 2;
+  a.late_starts = 3;
+  a.payload_bytes = 256;
+  a.first_error = "UNAVAILABLE: gone";
+  a.calls = {{10, 2000, 64, 64}, {20, 3000, 64, 64}};
+  StreamReport b;
+  b.name = "bulk";
+  report.streams = {a, b};
+  absl::StatusOr<ClientReport> decoded =
+      load_internal::DecodeClientReport(load_internal::EncodeClientReport(report));
+  ASSERT_TRUE(decoded.ok()) << decoded.status();
+  EXPECT_EQ(decoded->measure_ns, 123456789);
+  ASSERT_EQ(decoded->streams.size(), 2u);
+  const StreamReport& got = decoded->streams[0];
+  EXPECT_EQ(got.name, "small");
+  EXPECT_EQ(got.started, 5u);
+  EXPECT_EQ(got.failed, 1u);
+  EXPECT_EQ(got.unfinished, 2u);
+  EXPECT_EQ(got.late_starts, 3u);
+  EXPECT_EQ(got.payload_bytes, 256u);
+  EXPECT_EQ(got.first_error, "UNAVAILABLE: gone");
+  ASSERT_EQ(got.calls.size(), 2u);
+  EXPECT_EQ(got.calls[1].start_ns, 20);
+  EXPECT_EQ(got.calls[1].latency_ns, 3000);
+  EXPECT_EQ(got.calls[1].request_bytes, 64u);
+  EXPECT_EQ(decoded->streams[1].name, "bulk");
+  EXPECT_TRUE(decoded->streams[1].calls.empty());
+}
+
+TEST(ClientReportEncoding, CarriesAnErrorAndRejectsTruncatedInput) {
+  absl::StatusOr<ClientReport> error = load_internal::DecodeClientReport(
+      load_internal::EncodeClientReport(absl::AbortedError("stopped")));
+  EXPECT_EQ(error.status(), absl::AbortedError("stopped"));
+
+  ClientReport report;
+  StreamReport stream;
+  stream.name = "s";
+  stream.calls.resize(10);
+  report.streams.push_back(stream);
+  const std::string bytes = load_internal::EncodeClientReport(report);
+  for (size_t cut : {size_t{0}, size_t{5}, bytes.size() / 2, bytes.size() - 1}) {
+    EXPECT_EQ(load_internal::DecodeClientReport(bytes.substr(0, cut)).status().code(),
+              absl::StatusCode::kInternal)
+        << "cut at " << cut;
+  }
+}
+
+// ---- /proc ----
+
+TEST(ProcCpu, ParsesStatAfterTheLastParenthesis) {
+  // The command name may hold spaces and ')'; utime and stime are fields 14 and 15.
+  const std::string stat =
+      "4242 (a) b (c)) S 1 2 3 0 -1 4194304 101 0 0 0 700 55 0 0 20 0 3 0 1742235 3133440 418";
+  absl::StatusOr<int64_t> ticks = load_internal::ParseStatCpuTicks(stat);
+  ASSERT_TRUE(ticks.ok()) << ticks.status();
+  EXPECT_EQ(*ticks, 755);
+  EXPECT_FALSE(load_internal::ParseStatCpuTicks("4242 (x) S 1 2").ok());
+  EXPECT_FALSE(load_internal::ParseStatCpuTicks("no parenthesis").ok());
+}
+
+TEST(ProcCpu, ParsesInvoluntarySwitches) {
+  absl::StatusOr<int64_t> switches = load_internal::ParseInvoluntarySwitches(
+      "Name:\tx\nvoluntary_ctxt_switches:\t17\nnonvoluntary_ctxt_switches:\t42\n");
+  ASSERT_TRUE(switches.ok()) << switches.status();
+  EXPECT_EQ(*switches, 42);
+  EXPECT_FALSE(load_internal::ParseInvoluntarySwitches("voluntary_ctxt_switches:\t1\n").ok());
+}
+
+TEST(ProcCpu, SamplesThisProcessWithAllItsThreads) {
+  // Burn some CPU on a second thread: the process's total includes it.
+  std::thread burner([] {
+    const int64_t until = transport::MonotonicClock::Get()->NowNanos() + 100 * kMs;
+    volatile uint64_t sink = 0;
+    while (transport::MonotonicClock::Get()->NowNanos() < until) sink = sink + 1;
+  });
+  burner.join();
+  absl::StatusOr<load_internal::CpuSample> sample = load_internal::SampleProcessCpu(getpid());
+  ASSERT_TRUE(sample.ok()) << sample.status();
+  EXPECT_GT(sample->cpu_ns, 0);
+  EXPECT_GE(sample->involuntary_switches, 0);
+  EXPECT_FALSE(load_internal::SampleProcessCpu(-1).ok());
+}
+
+}  // namespace
+}  // namespace homarpc::bench

@@ -1,0 +1,193 @@
+// load_homarpc: homarpc's RPC runtime as a LoadSystem (load.h) for the load scenarios
+// (load_scenarios.h). Written like load_grpc.cc, line for line where the APIs match, so that
+// the two differ only in the system under test.
+//
+// Server: Echo::CallbackService (Echo and Fetch), each handler finishing inline on the loop
+// thread with DefaultReactor(); Fetch answers with a prefix of one preallocated buffer of the
+// point's max_message_bytes (the copy into the response is the only per-call work). One loop
+// (SetNumLoops(1)), listening on settings.server_host.
+// Client: one channel per client process (Connect) — one Homa endpoint with its loop thread —
+// and per call a ClientContext with the point's deadline and stub->async()->Fetch(); the
+// completion runs on the channel's loop thread.
+// Both sides take the point's transport settings as channel arguments, as homarpc_rpc_echo.cc
+// does: kArgSpinMicros (--spin_us), kArgMtu (--mtu), kArgIoBackend (--io_backend),
+// kArgLinkMbps (the testbed's link rate; 0 on loopback unless --link_mbps). Message limits on
+// both sides: LoadMessageLimit().
+//
+// Only this file includes homarpc's generated echo header (package homarpc.bench.homa_echo);
+// see echo.proto.
+#include <time.h>
+
+#include <algorithm>
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "homarpc/homarpc.h"
+#include "tools/bench/echo_homa.homarpc.pb.h"
+#include "tools/bench/load.h"
+#include "tools/bench/load_scenarios.h"
+#include "tools/bench/rpc_scenarios.h"
+
+namespace homarpc::bench {
+namespace {
+
+using homa_echo::EchoRequest;
+using homa_echo::EchoResponse;
+using Stub = homa_echo::Echo::Stub;
+
+absl::Status CallError(const homarpc::Status& status) {
+  // homarpc's codes are gRPC's, which are absl's.
+  return absl::Status(static_cast<absl::StatusCode>(status.error_code()),
+                      absl::StrCat("homarpc: ", status.error_message()));
+}
+
+// The point's transport settings, for a channel or a server (as homarpc_rpc_echo.cc's).
+template <typename AddInt, typename AddString>
+void ApplySettings(const RunSettings& settings, AddInt add_int, AddString add_string) {
+  add_int(homarpc::kArgSpinMicros, static_cast<int>(settings.spin_us));
+  add_int(homarpc::kArgMtu, static_cast<int>(settings.mtu));
+  add_string(homarpc::kArgIoBackend, settings.io_backend);
+  // The shaped link's rate on the testbed: a faster pacer overruns the switch queue.
+  add_int(homarpc::kArgLinkMbps, static_cast<int>(settings.link_mbps));
+}
+
+class FetchService final : public homa_echo::Echo::CallbackService {
+ public:
+  explicit FetchService(uint64_t max_message_bytes) : payload_(max_message_bytes, 'x') {}
+
+  homarpc::ServerUnaryReactor* Echo(homarpc::CallbackServerContext* context,
+                                    const EchoRequest* request, EchoResponse* response) override {
+    response->set_payload(request->payload());
+    homarpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+    reactor->Finish(homarpc::Status::OK);
+    return reactor;
+  }
+
+  homarpc::ServerUnaryReactor* Fetch(homarpc::CallbackServerContext* context,
+                                     const EchoRequest* request, EchoResponse* response) override {
+    homarpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+    if (request->response_bytes() > payload_.size()) {
+      reactor->Finish(homarpc::Status(
+          homarpc::StatusCode::INVALID_ARGUMENT,
+          absl::StrCat("response_bytes ", request->response_bytes(),
+                       " is above the point's max_message_bytes ", payload_.size())));
+      return reactor;
+    }
+    response->set_payload(payload_.data(), request->response_bytes());
+    reactor->Finish(homarpc::Status::OK);
+    return reactor;
+  }
+
+ private:
+  const std::string payload_;
+};
+
+// One call in flight: what gRPC needs alive until the completion has run.
+struct Call {
+  homarpc::ClientContext context;
+  EchoRequest request;
+  EchoResponse response;
+  std::function<void(absl::StatusOr<uint64_t>)> done;
+};
+
+class HomarpcLoadChannel final : public LoadChannel {
+ public:
+  HomarpcLoadChannel(std::shared_ptr<homarpc::Channel> channel, uint64_t max_message_bytes)
+      : channel_(std::move(channel)),
+        stub_(homa_echo::Echo::NewStub(channel_)),
+        payload_(max_message_bytes, 'x') {}
+
+  void StartCall(uint64_t request_bytes, uint64_t response_bytes, int64_t timeout_ns,
+                 std::function<void(absl::StatusOr<uint64_t>)> done) override {
+    if (request_bytes > payload_.size()) {
+      done(absl::InvalidArgumentError(absl::StrCat(
+          "request of ", request_bytes, " bytes is above the point's max_message_bytes ",
+          payload_.size())));
+      return;
+    }
+    // Owned by the completion below, which deletes it: homarpc lets the context go once
+    // the callback has run (client_call.cc), as gRPC does.
+    Call* call = new Call;
+    call->request.set_payload(payload_.data(), request_bytes);
+    call->request.set_response_bytes(response_bytes);
+    call->done = std::move(done);
+    if (timeout_ns > 0) {
+      call->context.set_deadline(std::chrono::system_clock::now() +
+                                 std::chrono::nanoseconds(timeout_ns));
+    }
+    stub_->async()->Fetch(
+        &call->context, &call->request, &call->response, [call](homarpc::Status status) {
+          std::unique_ptr<Call> owned(call);
+          absl::StatusOr<uint64_t> result =
+              status.ok() ? absl::StatusOr<uint64_t>(owned->response.payload().size())
+                          : absl::StatusOr<uint64_t>(CallError(status));
+          std::function<void(absl::StatusOr<uint64_t>)> done = std::move(owned->done);
+          owned.reset();
+          done(std::move(result));
+        });
+  }
+
+ private:
+  const std::shared_ptr<homarpc::Channel> channel_;
+  const std::unique_ptr<Stub> stub_;
+  const std::string payload_;  // requests copy a prefix of it
+};
+
+class HomarpcLoadSystem final : public LoadSystem {
+ public:
+  std::string name() const override { return kHomarpcSystem; }
+
+  absl::Status Serve(const LoadPoint& point, ServerEnv& env) const override {
+    FetchService service(point.max_message_bytes);
+    homarpc::ServerBuilder builder;
+    int port = 0;
+    builder.AddListeningPort(absl::StrCat(point.settings.server_host, ":0"),
+                             homarpc::InsecureServerCredentials(), &port);
+    builder.RegisterService(&service);
+    builder.SetMaxReceiveMessageSize(LoadMessageLimit(point));
+    builder.SetMaxSendMessageSize(LoadMessageLimit(point));
+    builder.SetNumLoops(1);
+    ApplySettings(
+        point.settings, [&](const char* key, int value) { builder.AddChannelArgument(key, value); },
+        [&](const char* key, const std::string& value) { builder.AddChannelArgument(key, value); });
+    std::unique_ptr<homarpc::Server> server = builder.BuildAndStart();
+    if (server == nullptr || port <= 0)
+      return absl::UnavailableError("homarpc server did not start");
+    env.Ready(static_cast<uint16_t>(port));
+    // The loop thread serves; this one only watches for the stop flag, rarely (every wake-up
+    // preempts a spinning loop).
+    const timespec pause{0, kStopCheckMillis / 2 * 1000 * 1000};
+    while (!env.ShouldStop()) nanosleep(&pause, nullptr);
+    server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+    return absl::OkStatus();
+  }
+
+  absl::StatusOr<std::unique_ptr<LoadChannel>> Connect(const LoadPoint& point,
+                                                       uint16_t port) const override {
+    homarpc::ChannelArguments args;
+    args.SetMaxReceiveMessageSize(LoadMessageLimit(point));
+    args.SetMaxSendMessageSize(LoadMessageLimit(point));
+    ApplySettings(
+        point.settings, [&](const char* key, int value) { args.SetInt(key, value); },
+        [&](const char* key, const std::string& value) { args.SetString(key, value); });
+    std::shared_ptr<homarpc::Channel> channel =
+        homarpc::CreateCustomChannel(absl::StrCat(point.settings.server_host, ":", port),
+                                     homarpc::InsecureChannelCredentials(), args);
+    if (channel == nullptr) return absl::UnavailableError("homarpc channel was not created");
+    return std::make_unique<HomarpcLoadChannel>(std::move(channel), point.max_message_bytes);
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<LoadSystem> MakeHomarpcLoadSystem() {
+  return std::make_unique<HomarpcLoadSystem>();
+}
+
+}  // namespace homarpc::bench
