@@ -32,6 +32,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
+#include "transport/sched.h"
 #include "transport/clock.h"
 
 namespace homarpc::internal {
@@ -103,6 +104,9 @@ class WorkerPool final : public Executor {
 
  private:
   void WorkerMain() {
+    // Handlers are mostly short, and a request waiting for a worker waits on the scheduler: a
+    // short slice lets a woken worker run ahead of a long handler (transport/sched.h).
+    transport::RequestShortSlice();
     for (;;) {
       if (spin_nanos_ > 0 && queued_.load(std::memory_order_acquire) == 0) MaybeSpin();
       mu_.Lock();

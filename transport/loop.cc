@@ -10,6 +10,9 @@
 // 50 us) before it sleeps, when SpinPolicy (loop.h) expects work soon. poll_usecs = 0 sleeps
 // at once (the "blocking" mode the benchmark reports).
 //
+// Scheduler slice: a loop thread asks for a short one (transport/sched.h), so that a loop
+// woken by a packet runs at once rather than after the slice of a thread doing batch work.
+//
 // Completion callbacks are looked up by a token the Endpoint chose (not the engine's id),
 // because the caller needs a handle for Abort() before the loop has created the RPC.
 #include "transport/loop.h"
@@ -20,6 +23,7 @@
 #include "absl/strings/str_cat.h"
 #include "transport/clock.h"
 #include "transport/log.h"
+#include "transport/sched.h"
 
 namespace homarpc::transport {
 
@@ -85,6 +89,7 @@ bool Loop::RunPosted() {
 
 void Loop::Run() {
   thread_id_.store(std::this_thread::get_id());
+  RequestShortSlice();
   RunUntil([this] { return stop_.load(std::memory_order_relaxed); });
   Shutdown();
 }

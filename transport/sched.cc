@@ -1,0 +1,45 @@
+// sched: see sched.h.
+#include "transport/sched.h"
+
+#include <sched.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cerrno>
+
+namespace homarpc::transport {
+namespace {
+
+// The kernel's struct sched_attr, first version (48 bytes). Its header,
+// <linux/sched/types.h>, cannot be included next to glibc's <sched.h> (both define
+// sched_param), and glibc 2.36 has no wrapper for the call.
+struct SchedAttr {
+  uint32_t size;
+  uint32_t sched_policy;
+  uint64_t sched_flags;
+  int32_t sched_nice;
+  uint32_t sched_priority;
+  uint64_t sched_runtime;
+  uint64_t sched_deadline;
+  uint64_t sched_period;
+};
+static_assert(sizeof(SchedAttr) == 48);
+
+}  // namespace
+
+bool RequestShortSlice(uint64_t slice_nanos) {
+  // Only for SCHED_OTHER threads: a real-time policy set by the application stays.
+  if (sched_getscheduler(0) != SCHED_OTHER) return false;
+  SchedAttr attr{};
+  attr.size = sizeof(attr);
+  attr.sched_policy = SCHED_OTHER;
+  errno = 0;
+  const int nice = getpriority(PRIO_PROCESS, 0);  // sched_setattr sets nice too: keep it
+  if (errno != 0) return false;
+  attr.sched_nice = nice;
+  attr.sched_runtime = slice_nanos;
+  return syscall(SYS_sched_setattr, 0, &attr, 0) == 0;
+}
+
+}  // namespace homarpc::transport
