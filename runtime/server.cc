@@ -80,6 +80,8 @@ bool UserCodeScope::InUserCodeOf(const ServerImpl* server) {
   return tls_user_code_server == server;
 }
 
+thread_local bool InlineLoopScope::active_ = false;
+
 ServerImpl::ServerImpl(ServerLimits limits, MethodMap methods, std::unique_ptr<Executor> executor)
     : limits_(limits), methods_(std::move(methods)), executor_(std::move(executor)) {}
 
@@ -129,6 +131,21 @@ void ServerImpl::AbortStart() {
 void ServerImpl::OnRequest(ServerPort* port, transport::IncomingRequest request) {
   started_.WaitForNotification();
   const int64_t arrival_nanos = NowNanos();
+  if (request.payload.size() > kOffloadBytes) {
+    if (Executor* executor = offload_executor()) {
+      // Runs exactly once, on a worker or, once the executor is shutting down, right here.
+      executor->Run([this, port, request = std::move(request), arrival_nanos]() mutable {
+        ProcessRequest(port, std::move(request), arrival_nanos, /*on_worker=*/true);
+      });
+      return;
+    }
+  }
+  const InlineLoopScope on_loop;
+  ProcessRequest(port, std::move(request), arrival_nanos, /*on_worker=*/false);
+}
+
+void ServerImpl::ProcessRequest(ServerPort* port, transport::IncomingRequest request,
+                                int64_t arrival_nanos, bool on_worker) {
   MessageTransport* transport = port->transport.get();
   auto answer = [&](uint64_t call_id, const Status& status) {
     transport->Reply(request, EncodeStatusResponse(call_id, status));
@@ -217,7 +234,7 @@ void ServerImpl::OnRequest(ServerPort* port, transport::IncomingRequest request)
   }
   switch (Register(call)) {
     case Admission::kAdmitted:
-      call->Start(executor_.get());
+      call->Start(executor_.get(), on_worker);
       return;
     case Admission::kShuttingDown:
       call->Reject(Status(StatusCode::UNAVAILABLE, "server shutting down"));

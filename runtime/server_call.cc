@@ -192,9 +192,13 @@ ServerCall::ServerCall(ServerImpl* server, MessageTransport* transport,
 // views point into request_) go after, in reverse order of declaration.
 ServerCall::~ServerCall() { messages_->~CallMessages(); }
 
-void ServerCall::Start(Executor* executor) {
+void ServerCall::Start(Executor* executor, bool on_worker) {
   if (is_callback()) {
     RunCallback();
+    return;
+  }
+  if (on_worker) {
+    RunSync();
     return;
   }
   executor->Run([this] { RunSync(); });
@@ -273,8 +277,7 @@ void ServerCall::AttachReactor(ServerUnaryReactor* reactor) {
     }
   }
   if (finish_now) {
-    SendResponse(*early);
-    Release();  // the handler's hold: finalizes (OnDone) here
+    SendResponseAndRelease(std::move(*early));  // the handler's hold: finalizes (OnDone)
     return;
   }
   if (run_on_cancel) RunOnCancel(reactor);  // the cancel came before the reactor
@@ -290,6 +293,22 @@ void ServerCall::ReactorFinished(Status status) {
     absl::MutexLock lock(&mu_);
     if (handler_done_) return;
     handler_done_ = true;
+  }
+  SendResponseAndRelease(std::move(status));
+}
+
+void ServerCall::SendResponseAndRelease(Status status) {
+  Executor* executor = nullptr;
+  if (InlineLoopScope::active() && status.ok()) executor = server_->offload_executor();
+  if (executor != nullptr && messages_->response()->ByteSizeLong() > kOffloadBytes) {
+    // Finished inside a handler running on a loop thread: serializing megabytes here would
+    // hold up that loop's other calls (kOffloadBytes). The hold being released keeps the
+    // call alive until the worker is done.
+    executor->Run([this, status = std::move(status)] {
+      SendResponse(status);
+      Release();
+    });
+    return;
   }
   SendResponse(status);
   Release();

@@ -71,9 +71,10 @@ class ServerCall {
   int64_t deadline_nanos() const { return deadline_node_.deadline_nanos; }
   DeadlineHeapNode* deadline_node() { return &deadline_node_; }
 
-  // Loop thread, once, after ServerImpl registered the call: runs a callback handler here, or
-  // hands a sync handler to `executor`. The call may be gone when this returns.
-  void Start(Executor* executor);
+  // Once, after ServerImpl registered the call: runs a callback handler here, or hands a sync
+  // handler to `executor` (or, `on_worker`, already on one of its threads, runs it here). The
+  // call may be gone when this returns.
+  void Start(Executor* executor, bool on_worker);
   // Loop thread, instead of Start() when the call could not be registered (the server is
   // shutting down or overloaded): answers `status`; the caller then destroys the call.
   void Reject(const Status& status);
@@ -116,6 +117,9 @@ class ServerCall {
   // Answers with the handler's outcome (metadata, payload when OK) unless already answered;
   // DEADLINE_EXCEEDED instead when the deadline has passed (as gRPC servers answer).
   void SendResponse(const Status& status);
+  // SendResponse, then Release -- on the executor instead when this thread is a loop running
+  // a handler inline and the response is larger than kOffloadBytes.
+  void SendResponseAndRelease(Status status);
   // Answers with `status` alone unless already answered.
   void SendStatusOnly(const Status& status);
   // True if this caller gets to send the one reply.

@@ -53,6 +53,29 @@ struct ServerPort {
   std::unique_ptr<MessageTransport> transport;  // Stop()ped, then reset, at shutdown
 };
 
+// Messages larger than this are not (de)serialized on a transport loop thread when the
+// executor has threads: a request this large is parsed and handled on a worker, and a
+// response this large that a handler finishes on the loop is serialized on a worker. A loop
+// serves every call of its port, and copying megabytes there (~100 us per MiB here) stalled
+// the small calls behind it for milliseconds (the testbed's `mixed` and `workload`
+// scenarios, docs/benchmarks.md). Below it, the hand-off would cost more than the copy.
+inline constexpr size_t kOffloadBytes = 256 * 1024;
+
+// Marks the current thread as a loop thread running request handling inline (ServerImpl's
+// OnRequest); ServerCall asks, when a handler finishes, whether it is still inside one.
+class InlineLoopScope {
+ public:
+  InlineLoopScope() : outer_(active_) { active_ = true; }
+  ~InlineLoopScope() { active_ = outer_; }
+  InlineLoopScope(const InlineLoopScope&) = delete;
+  InlineLoopScope& operator=(const InlineLoopScope&) = delete;
+  static bool active() { return active_; }
+
+ private:
+  static thread_local bool active_;
+  const bool outer_;
+};
+
 class ServerImpl {
  public:
   // A registry entry; a null handler means "registered but not implemented" (streaming).
@@ -93,6 +116,12 @@ class ServerImpl {
   // OnDone, forgets the call, destroys it.
   void FinalizeCall(ServerCall* call);
 
+  // Where ServerCall sends a large response from a loop thread (see kOffloadBytes); nullptr
+  // when the executor is inline (the application asked for everything on the loops).
+  Executor* offload_executor() const {
+    return executor_->num_threads() > 0 ? executor_.get() : nullptr;
+  }
+
 
  private:
   struct CallKey {
@@ -107,8 +136,15 @@ class ServerImpl {
     }
   };
 
-  // Loop thread: everything that happens to one incoming Homa request.
+  // Loop thread: everything that happens to one incoming Homa request. A request of more than
+  // kOffloadBytes is handed whole to the executor (when it has threads) and handled there
+  // (ProcessRequest): parsing megabytes, and a callback handler that reads them, would hold
+  // up every other request on this loop (see kOffloadBytes).
   void OnRequest(ServerPort* port, transport::IncomingRequest request);
+  // The work of OnRequest; `on_worker` says it runs on an executor thread, where a sync
+  // handler then runs at once rather than being handed on again.
+  void ProcessRequest(ServerPort* port, transport::IncomingRequest request,
+                      int64_t arrival_nanos, bool on_worker);
   void HandleCancel(ServerPort* port, const transport::IncomingRequest& request, uint64_t call_id);
   enum class Admission { kAdmitted, kShuttingDown, kOverloaded };
   // Adds `call` to the live set (and, with a deadline, to the timer's heap); nothing is added
