@@ -76,6 +76,7 @@ class WorkerPool final : public Executor {
     }
     queue_.push_back(std::move(task));
     queued_.store(queue_.size(), std::memory_order_release);
+    NoteArrival();
     const bool wake =
         sleepers_ > 0 &&
         queue_.size() > static_cast<size_t>(spinners_.load(std::memory_order_acquire));
@@ -131,9 +132,23 @@ class WorkerPool final : public Executor {
     }
   }
 
-  // Unless another worker spins already: returns when a task may be queued, the spin time is
-  // up, or the pool is stopping.
+  // Keeps the average gap between submitted tasks (weight 1/8), and whether it is short enough
+  // for an idle worker's spin to catch the next task: at a low, steady rate (a task every few
+  // hundred microseconds) every spin would end in a sleep, and its CPU time is pure waste (the
+  // same rule as the transport loops' SpinPolicy, transport/loop.h).
+  void NoteArrival() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    const int64_t now = transport::MonotonicClock::Get()->NowNanos();
+    if (last_arrival_nanos_ != 0) {
+      gap_average_nanos_ += (now - last_arrival_nanos_ - gap_average_nanos_) / 8;
+    }
+    last_arrival_nanos_ = now;
+    spin_pays_.store(gap_average_nanos_ <= spin_nanos_, std::memory_order_relaxed);
+  }
+
+  // Unless another worker spins already, or tasks come too far apart for a spin to pay:
+  // returns when a task may be queued, the spin time is up, or the pool is stopping.
   void MaybeSpin() {
+    if (!spin_pays_.load(std::memory_order_relaxed)) return;
     int none = 0;
     if (!spinners_.compare_exchange_strong(none, 1, std::memory_order_acq_rel)) return;
     const transport::MonotonicClock* clock = transport::MonotonicClock::Get();
@@ -157,6 +172,9 @@ class WorkerPool final : public Executor {
   std::deque<Task> queue_ ABSL_GUARDED_BY(mu_);
   int sleepers_ ABSL_GUARDED_BY(mu_) = 0;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  int64_t last_arrival_nanos_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t gap_average_nanos_ ABSL_GUARDED_BY(mu_) = 0;
+  std::atomic<bool> spin_pays_{true};  // NoteArrival's verdict, read by idle workers
   // Read by spinners without the mutex.
   std::atomic<size_t> queued_{0};
   std::atomic<int> spinners_{0};  // 0 or 1
