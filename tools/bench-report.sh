@@ -24,25 +24,35 @@
 # tools/quickstart.sh does; HOMARPC_SKIP_SETUP=1 skips that), then builds homarpc-bench
 # optimized in the build folder (RelWithDebInfo, g++, no sanitizers, no tests, like
 # quickstart). Each scenario then runs in a fresh 3-host testbed:
-#   tools/testbed.sh run --hosts=3 --rate=R --buffer=256kb --priorities=8 -- \
-#       BUILD/tools/homarpc-bench --testbed --scenario=S ... --data_dir=DIR/benchmarks
+#   tools/testbed.sh run --hosts=3 --rate=R --buffer=Q --priorities=8 -- \
+#       BUILD/tools/homarpc-bench --testbed --scenario=S ... --data_dir=DIR/benchmarks \
+#       --json_out=DIR/benchmarks/<run>.jsonl
+# where Q, the queue limit in bytes, is 2 ms of the link rate R, at least 64 KiB (queue_bytes).
 # `mixed` runs both of its variants (separate channels, and one shared channel); `workload`
-# runs once per workload, each at its own link rate (the table `workload_rate` below).
+# runs once per workload, each at its own link rate (the table `workload_rate` below); `cpu`
+# runs twice: both systems with their defaults (run `cpu`), then homarpc alone without
+# busy-polling, --spin_us=0 (run `cpu-nopoll`).
 #
 # What it writes, in DIR/benchmarks/:
-#   <run>.md, <run>.log, <run>.info   per run (unloaded, mixed, workload-w3, ..., cpu): the
-#                                     Markdown tables homarpc-bench printed, its stderr, and
-#                                     how it ran (command, link rate, exit status, date)
+#   <run>.md, <run>.log, <run>.info   per run (unloaded, mixed, workload-w3, ..., cpu,
+#                                     cpu-nopoll): the Markdown tables homarpc-bench printed,
+#                                     its stderr, and how it ran (command, mode, link rate,
+#                                     queue limit, exit status, date)
+#   <run>.jsonl                       the run's JSON lines (homarpc-bench --json_out): the
+#                                     report's targets are computed from them
 #   machine.txt                       when, on what machine, from which commit and build
 #   *.dat, *.cdf                      homarpc-bench's data files (tools/bench/load_scenarios.h)
 #   *.png                             the plots (tools/bench/plots/plot.sh)
 # and DIR/benchmarks.md: the machine, the commands to reproduce, the testbed, the issue's
 # targets against the measured values, every run's tables and the plots. A run of every
 # scenario first removes an earlier run's files there; one with --scenarios replaces only the
-# files of the runs it makes, and the report lists it as redone.
+# files of the runs it makes, and the report lists it as redone (each run shows its own date
+# and mode).
 #
 # Exit status: 0 when every run and plot succeeded; 1 when one failed (the report is still
-# written and says which) or on a set-up error; 2 on bad usage.
+# written and says which) or on a set-up error; 2 on bad usage; 130 (SIGINT) or 143 (SIGTERM)
+# when interrupted: the running testbed and everything in it is stopped at once, and the
+# testbed torn down.
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -61,10 +71,14 @@ all_workloads=(w1 w2 w3 w4 w5)
 
 # ---- The measurement plan ----
 # Every run uses 3 hosts (server on host 0, clients on hosts 1 and 2) and switch ports like a
-# datacenter switch's: 8 strict-priority queues chosen by DSCP, each up to 256 KB, a shallow
-# buffer (tools/testbed.sh's defaults, named here so the report states them).
+# datacenter switch's: 8 strict-priority queues chosen by DSCP, each with a shallow buffer that
+# scales with the link rate: 2 ms of the rate, at least 64 KiB (the burst the shapers allow,
+# tools/testbed.sh). A fixed 256 KB queue (tools/testbed.sh's default) would hold 2 ms at
+# 1 Gbit/s but 14 ms at 150 Mbit/s and 210 ms at 10 Mbit/s, inflating TCP's tails by the queue
+# alone. The limit is passed to tools/testbed.sh in bytes.
 hosts=3
-buffer=256kb
+queue_ms=2
+queue_min_bytes=65536
 priorities=8
 default_rate=1gbit
 # Link rate per workload. The offered load is a fraction of the link rate in request bytes, so
@@ -73,17 +87,19 @@ default_rate=1gbit
 # start and serve that many gRPC calls, and the CPUs, not the link, would be measured. So each
 # workload runs at the rate where 80% load is about 5000 calls/s (the `cpu` scenario's default
 # rate; the two cores run the server and both client hosts), capped at the 1 Gbit/s default:
-#   rate_mbps ~ 5000 * mean_bytes * 8 / 0.8 / 1e6, rounded
-#   W1 mean 189 B     ->   9.5 -> 10 Mbit/s   (80%: 5300 calls/s)
-#   W2 mean 442 B     ->  22   -> 20 Mbit/s   (80%: 4500 calls/s)
-#   W3 mean 2.9 KB    -> 146   -> 150 Mbit/s  (80%: 5100 calls/s)
-#   W4 mean 128 KB    -> 6390  -> 1 Gbit/s    (80%: 780 calls/s)
-#   W5 mean 2.6 MB    ->         1 Gbit/s     (80%: 39 calls/s)
-# (means from tools/bench/workloads/w*.cdf). The queue stays 256 KB at every rate.
+#   rate_mbps ~ 5000 * mean_bytes * 8 / 0.8 / 1e6, rounded     queue (queue_bytes)
+#   W1 mean 189 B     ->   9.5 -> 10 Mbit/s   (80%: 5300 calls/s)   65536 B = 52 ms
+#   W2 mean 442 B     ->  22   -> 20 Mbit/s   (80%: 4500 calls/s)   65536 B = 26 ms
+#   W3 mean 2.9 KB    -> 146   -> 150 Mbit/s  (80%: 5100 calls/s)   65536 B = 3.5 ms
+#   W4 mean 128 KB    -> 6390  -> 1 Gbit/s    (80%: 780 calls/s)    250000 B = 2 ms
+#   W5 mean 2.6 MB    ->         1 Gbit/s     (80%: 39 calls/s)     250000 B = 2 ms
+# (means from tools/bench/workloads/w*.cdf). At the low rates the 64 KiB floor is more than
+# 2 ms; the report shows each run's queue in bytes and in ms.
 declare -A workload_rate=([w1]=10mbit [w2]=20mbit [w3]=150mbit [w4]=1gbit [w5]=1gbit)
 # Measuring time per point, in ms. `unloaded` has ~10 sizes x 2 systems; `mixed` 2 variants x 2
 # systems; `workload` 2 loads x 2 systems per workload (plus its unloaded calibration); `cpu` 2
-# systems. W5 gets longer in a full run: at 39 calls/s, 30 s would leave ~100 calls per bucket.
+# systems, then homarpc alone without busy-polling (run cpu-nopoll, the same time). W5 gets
+# longer in a full run: at 39 calls/s, 30 s would leave ~100 calls per bucket.
 declare -A quick_ms full_ms
 quick_ms=([unloaded]=500 [mixed]=5000 [workload]=5000 [cpu]=3000)
 full_ms=([unloaded]=3000 [mixed]=30000 [workload]=30000 [cpu]=10000)
@@ -151,14 +167,34 @@ fi
 
 # ---- Running ----
 
-# The files one run writes into $data, as globs (the data files per load_scenarios.h).
+# The files the runs of one scenario (or one workload run) write into $data, as globs (the
+# data files per load_scenarios.h).
 run_files() {
   case "$1" in
     unloaded) echo "unloaded.* unloaded-*.dat" ;;
     mixed) echo "mixed.* mixed-*.cdf" ;;
     workload-*) echo "$1.* $1-*.dat" ;;
-    cpu) echo "cpu.*" ;;
+    cpu) echo "cpu.* cpu-nopoll.*" ;;
   esac
+}
+
+# rate_bps RATE: a tc rate (1gbit, 150mbit, 12mbps, ...) in bits per second; "" if not one.
+rate_bps() {
+  awk -v r="$1" 'BEGIN {
+    if (!match(r, /^[0-9]+(\.[0-9]+)?/)) exit
+    v = substr(r, 1, RLENGTH); u = substr(r, RLENGTH + 1)
+    m["bit"] = 1; m["kbit"] = 1e3; m["mbit"] = 1e6; m["gbit"] = 1e9; m["tbit"] = 1e12
+    m["bps"] = 8; m["kbps"] = 8e3; m["mbps"] = 8e6; m["gbps"] = 8e9; m["tbps"] = 8e12
+    if (u in m) printf "%.0f", v * m[u] }'
+}
+# queue_bytes RATE: the queue limit of a link at RATE, in bytes: $queue_ms of the rate, at
+# least $queue_min_bytes.
+queue_bytes() {
+  local bps
+  bps="$(rate_bps "$1")"
+  [[ -n "$bps" ]] || die "cannot read the link rate '$1'"
+  awk -v b="$bps" -v ms="$queue_ms" -v min="$queue_min_bytes" 'BEGIN {
+    q = int(b * ms / 1000 / 8 + 0.5); if (q < min) q = min; printf "%d", q }'
 }
 
 machine_info() {
@@ -189,31 +225,47 @@ machine_info() {
   echo "sanitize=$(sed -n 's/^HOMARPC_SANITIZE:[A-Z]*=//p' "$cache" 2>/dev/null | head -1)"
   echo "compiler=${cxx:+$("$cxx" --version 2>/dev/null | head -1)}"
   echo "gnuplot=$(gnuplot --version 2>/dev/null || echo missing)"
-  echo "mode=$( ((quick)) && echo quick || echo full)"
   echo "invocation=$invocation"
 }
 
 failures=()
-# run_bench ID RATE DURATION_MS BENCH_ARGS...: one testbed run; its Markdown, stderr and
-# description go to $data/ID.{md,log,info}.
+child=""     # the running tools/testbed.sh, leader of its own process group, during a run
+follower=""  # the tail that shows that run's messages
+# run_bench ID RATE DURATION_MS BENCH_ARGS...: one testbed run; its Markdown, stderr, JSON lines
+# and description go to $data/ID.{md,log,jsonl,info}.
 run_bench() {
   local id="$1" rate="$2" ms="$3"
   shift 3
-  local args=(--testbed "$@" --duration_ms="$ms" --data_dir="$data")
-  local shown_args=(--testbed "$@" --duration_ms="$ms" --data_dir="$(shown "$data")")
+  local buffer mode
+  buffer="$(queue_bytes "$rate")"
+  mode="$( ((quick)) && echo quick || echo full)"
+  local args=(--testbed "$@" --duration_ms="$ms" --data_dir="$data" --json_out="$data/$id.jsonl")
+  local shown_args=(--testbed "$@" --duration_ms="$ms" --data_dir="$(shown "$data")"
+                    --json_out="$(shown "$data/$id.jsonl")")
   local command
   command="tools/testbed.sh run --hosts=$hosts --rate=$rate --buffer=$buffer --priorities=$priorities -- $(shown "$bench") ${shown_args[*]}"
-  local started rc
+  local started rc=0
   started="$(date -u '+%Y-%m-%d %H:%M:%S UTC')"
   log "$id: $command"
-  set +e
-  "$here/testbed.sh" run --hosts="$hosts" --rate="$rate" --buffer="$buffer" \
+  rm -f "$data/$id.jsonl"  # --json_out appends
+  : >"$data/$id.log"
+  # In a session and process group of its own, so that an interrupt ends the testbed,
+  # homarpc-bench and its children at once (on_signal); `wait` returns as soon as a trapped
+  # signal arrives. (A background job of this non-interactive shell is not a group leader, so
+  # setsid execs in place: $! is the new group's id.)
+  setsid "$here/testbed.sh" run --hosts="$hosts" --rate="$rate" --buffer="$buffer" \
     --priorities="$priorities" -- \
-    "$bench" "${args[@]}" 2>&1 >"$data/$id.md" | tee "$data/$id.log" >&2
-  rc=${PIPESTATUS[0]}
-  set -e
+    "$bench" "${args[@]}" >"$data/$id.md" 2>"$data/$id.log" &
+  child=$!
+  tail -n +1 -f --pid="$child" "$data/$id.log" >&2 &
+  follower=$!
+  wait "$child" || rc=$?
+  child=""
+  wait "$follower" 2>/dev/null || true  # it ends within a second of the run
+  follower=""
   {
     echo "date=$started"
+    echo "mode=$mode"
     echo "rate=$rate"
     echo "buffer=$buffer"
     echo "priorities=$priorities"
@@ -228,12 +280,42 @@ run_bench() {
   fi
 }
 
+# running PID: "yes" while PID runs (an exited child not yet waited for is a zombie: no).
+running() {
+  local state
+  state="$(sed 's/^.*) //' "/proc/$1/stat" 2>/dev/null | cut -d' ' -f1)"
+  [[ -n "$state" && "$state" != Z ]] && echo yes
+  return 0
+}
+
+# on_signal STATUS: the INT and TERM trap. Stops a running testbed and what runs in it at once
+# (its whole process group), waits for tools/testbed.sh to tear the testbed down (at most
+# 10 s, then kills the group: `tools/testbed.sh down` or its next run removes what is left),
+# and exits with STATUS.
+on_signal() {
+  trap '' INT TERM
+  log "interrupted"
+  if [[ -n "$child" ]]; then
+    kill -TERM -- "-$child" 2>/dev/null || kill -TERM "$child" 2>/dev/null || true
+    local i=0
+    while [[ -n "$(running "$child")" ]] && ((i++ < 100)); do sleep 0.1; done
+    if [[ -n "$(running "$child")" ]]; then
+      log "the testbed did not stop within 10 s: killing it (tools/testbed.sh down removes what it leaves)"
+      kill -KILL -- "-$child" 2>/dev/null || kill -KILL "$child" 2>/dev/null || true
+    fi
+    wait "$child" 2>/dev/null || true
+  fi
+  [[ -z "$follower" ]] || kill "$follower" 2>/dev/null || true
+  exit "$1"
+}
+
 run_all() {
   [[ "$(id -u)" == 0 ]] ||
     die "needs root (tools/testbed.sh builds network namespaces); run as root, or use --report-only or --plots-only DIR, which run nothing"
   # shellcheck source=tools/lib/setup.sh disable=SC1091
   source "$here/lib/setup.sh"
   homarpc_setup
+  command -v setsid >/dev/null || die "needs setsid (util-linux)"
   cd "$root"
   if ((!no_build)); then
     local cxx
@@ -251,6 +333,8 @@ run_all() {
   flags="$("$bench" --helpfull 2>&1 || true)"
   grep -q -- '-data_dir' <<<"$flags" ||
     die "$bench has no load scenarios (no --data_dir flag): rebuild it (drop --no-build)"
+  grep -q -- '-json_out' <<<"$flags" ||
+    die "$bench has no --json_out flag, which the report's targets are computed from: rebuild it (drop --no-build)"
 
   mkdir -p "$data"
   (
@@ -274,7 +358,8 @@ run_all() {
     fi
   )
   if ((partial)) && [[ -f "$data/machine.txt" ]]; then
-    # The report stays the earlier run's, with these runs redone: say so.
+    # The report stays the earlier run's, with these runs redone: say so (each run's .info
+    # holds its own date and mode).
     echo "rerun=$(date -u '+%Y-%m-%d %H:%M:%S UTC'): $invocation" >>"$data/machine.txt"
   else
     machine_info >"$data/machine.txt"
@@ -294,7 +379,10 @@ run_all() {
             --workloads="$w" --loads=0.5,0.8
         done
         ;;
-      cpu) run_bench cpu "$default_rate" "$ms" --scenario=cpu ;;
+      cpu)
+        run_bench cpu "$default_rate" "$ms" --scenario=cpu
+        run_bench cpu-nopoll "$default_rate" "$ms" --scenario=cpu --systems=homarpc --spin_us=0
+        ;;
     esac
   done
 }
@@ -307,10 +395,24 @@ info() {
   awk -v k="$2" 'index($0, k "=") == 1 { print substr($0, length(k) + 2); exit }' "$1"
 }
 
+# jv FILE FIELD [KEY=VALUE...]: FIELD's value in the last JSON line of FILE whose KEYs have
+# these values ("" when there is none, or the field is absent or null). Paths as in
+# tools/bench/plots/jsonl.awk: `label`, `buckets[0].p99_slowdown`.
+jv() {
+  [[ -f "$1" ]] || return 0
+  local file="$1" field="$2" where
+  shift 2
+  where="$(IFS=$'\t'; echo "$*")"
+  awk -v want="$field" -v where="$where" -f "$here/bench/plots/jsonl.awk" "$file"
+}
+
 # Numbers for the report: 3 significant digits, no exponent.
 num() { awk -v v="$1" 'BEGIN {
   a = v < 0 ? -v : v
   if (a >= 100) printf "%.0f", v; else if (a >= 10) printf "%.1f", v; else printf "%.2f", v }'; }
+# cell VALUE [UNIT]: a table cell, "?" when VALUE is missing; xcell RATIO: "RATIOx" or "?".
+cell() { if [[ -n "$1" ]]; then echo "$(num "$1")${2:+ $2}"; else echo "?"; fi; }
+xcell() { if [[ -n "$1" ]]; then echo "${1}x"; else echo "?"; fi; }
 # cdf_at FILE Q: the first latency whose cumulative fraction is >= Q (nearest rank), "" if none.
 cdf_at() {
   [[ -f "$1" ]] || return 0
@@ -332,27 +434,82 @@ ratio() {  # a b: a/b, "" when either is missing or b is 0
   [[ -n "$1" && -n "$2" ]] || return 0
   awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.3g", a / b }'
 }
-
-# One row of the targets table per mixed variant.
-targets_mixed_row() {  # variant label
-  local h g r
-  h="$(cdf_at "$data/$1-homarpc.cdf" 0.99)"
-  g="$(cdf_at "$data/$1-grpc.cdf" 0.99)"
-  r="$(ratio "$h" "$g")"
-  echo "| \`mixed\`: p99 of the 64 B calls, $2 | ${h:+$(num "$h") us} | ${g:+$(num "$g") us} | ${r:+${r}x} | <= 0.1x | $(verdict "$r" "<=" 0.1) |"
+# ratio_row LABEL HOMARPC GRPC UNIT OP LIMIT: a targets row judged on homarpc / gRPC.
+ratio_row() {
+  local r
+  r="$(ratio "$2" "$3")"
+  echo "| $1 | $(cell "$2" "$4") | $(cell "$3" "$4") | $(xcell "$r") | $5 ${6}x | $(verdict "$r" "$5" "$6") |"
 }
-targets_workload_row() {  # w load(50|80)
-  local w="$1" load="$2" rate upper h grpc_upper g r label
+# queue_cell INFO_FILE: the run's queue limit in bytes and in ms of its link rate.
+queue_cell() {
+  local buffer rate bytes bps
+  buffer="$(info "$1" buffer)"
+  rate="$(info "$1" rate)"
+  bytes="$(awk -v s="$buffer" 'BEGIN {  # a tc size: bytes, or b/kb/mb/gb (binary)
+    if (!match(s, /^[0-9]+/)) exit
+    v = substr(s, 1, RLENGTH); u = substr(s, RLENGTH + 1)
+    f["b"] = 1; f["kb"] = 1024; f["mb"] = 1048576; f["gb"] = 1073741824
+    if (u == "") printf "%d", v; else if (u in f) printf "%d", v * f[u] }')"
+  bps="$(rate_bps "$rate")"
+  if [[ -n "$bytes" && -n "$bps" ]]; then
+    echo "$bytes B ($(num "$(awk -v q="$bytes" -v b="$bps" 'BEGIN { print q * 8 / b * 1000 }')") ms)"
+  else
+    echo "${buffer:-?}"
+  fi
+}
+
+# The mixed rows, per variant: the small calls' p99 (the JSON lines; the CDF files without
+# them) and the bulk goodput (the JSON lines only).
+targets_mixed_rows() {  # variant label
+  local j="$data/mixed.jsonl" h g hb gb
+  h="$(jv "$j" small_p99_us scenario=mixed "label=$1" system=homarpc)"
+  g="$(jv "$j" small_p99_us scenario=mixed "label=$1" system=grpc)"
+  [[ -n "$h" ]] || h="$(cdf_at "$data/$1-homarpc.cdf" 0.99)"
+  [[ -n "$g" ]] || g="$(cdf_at "$data/$1-grpc.cdf" 0.99)"
+  hb="$(jv "$j" bulk_goodput_gbps scenario=mixed "label=$1" system=homarpc)"
+  gb="$(jv "$j" bulk_goodput_gbps scenario=mixed "label=$1" system=grpc)"
+  ratio_row "\`mixed\`, $2: p99 of the 64 B calls" "$h" "$g" us "<=" 0.1
+  ratio_row "\`mixed\`, $2: bulk goodput" "$hb" "$gb" Gbit/s ">=" 0.8
+}
+
+# shortest_json FILE SYSTEM LABEL: "upper p99 p99_own" of the shortest size bucket in the
+# system's JSON line for LABEL (the p99s "-" when the bucket had no calls); "" without a line.
+shortest_json() {
+  local upper calls p99 own
+  upper="$(jv "$1" 'buckets[0].upper_bytes' scenario=workload point=load "system=$2" "label=$3")"
+  [[ -n "$upper" ]] || return 0
+  calls="$(jv "$1" 'buckets[0].calls' scenario=workload point=load "system=$2" "label=$3")"
+  p99="$(jv "$1" 'buckets[0].p99_slowdown' scenario=workload point=load "system=$2" "label=$3")"
+  own="$(jv "$1" 'buckets[0].p99_slowdown_own' scenario=workload point=load "system=$2" "label=$3")"
+  if [[ "${calls:-0}" == 0 ]]; then p99="" own=""; fi
+  echo "$upper ${p99:--} ${own:--}"
+}
+
+# The rows of one workload at one load, judged with both references: (a) the common one, both
+# systems divided by homarpc's unloaded latency (the JSON lines' p99_slowdown; the .dat files
+# without them), (b) each system's own unloaded latency (p99_slowdown_own; JSON lines only).
+targets_workload_rows() {  # w load(50|80)
+  local w="$1" load="$2" j="$data/workload-$1.jsonl" rate upper label ref
+  local hu h ho gu g go x
   rate="$(info "$data/workload-$w.info" rate)"
-  read -r upper h <<<"$(shortest_bucket "$data/workload-$w-$load-homarpc.dat")"
-  read -r grpc_upper g <<<"$(shortest_bucket "$data/workload-$w-$load-grpc.dat")"
-  upper="${upper:-$grpc_upper}"
+  read -r hu h ho <<<"$(shortest_json "$j" homarpc "$w $load%")"
+  read -r gu g go <<<"$(shortest_json "$j" grpc "$w $load%")"
+  if [[ -z "$hu" ]]; then  # no JSON line: the common-reference value from the data file
+    read -r hu h <<<"$(shortest_bucket "$data/workload-$w-$load-homarpc.dat")"
+  fi
+  if [[ -z "$gu" ]]; then
+    read -r gu g <<<"$(shortest_bucket "$data/workload-$w-$load-grpc.dat")"
+  fi
+  for x in h ho g go; do [[ "${!x}" != - ]] || printf -v "$x" '%s' ""; done
+  upper="${hu:-$gu}"
+  ref="$(jv "$j" reference scenario=workload point=load "label=$w $load%")"
   label="\`workload\` ${w^^} at $load% of ${rate:-?}: p99 slowdown, sizes <= ${upper:-?} B"
   if [[ "$load" == 80 ]]; then  # relative to gRPC
-    r="$(ratio "$h" "$g")"
-    echo "| $label | ${h:+$(num "$h")} | ${g:+$(num "$g")} | ${r:+${r}x} | <= 0.2x | $(verdict "$r" "<=" 0.2) |"
+    ratio_row "$label, (a) common reference (÷ ${ref:-homarpc}'s unloaded latency)" "$h" "$g" "" "<=" 0.2
+    ratio_row "$label, (b) own reference (÷ each system's unloaded latency)" "$ho" "$go" "" "<=" 0.2
   else  # absolute
-    echo "| $label | ${h:+$(num "$h")} | ${g:+$(num "$g")} | ${h:+$(num "$h")} | <= 5 | $(verdict "$h" "<=" 5) |"
+    echo "| $label, (a) common reference (÷ ${ref:-homarpc}'s unloaded latency) | $(cell "$h") | $(cell "$g") | $(cell "$h") | <= 5 | $(verdict "$h" "<=" 5) |"
+    echo "| $label, (b) own reference (÷ each system's unloaded latency) | $(cell "$ho") | $(cell "$go") | $(cell "$ho") | <= 5 | $(verdict "$ho" "<=" 5) |"
   fi
 }
 
@@ -360,26 +517,69 @@ targets_section() {
   cat <<'EOF'
 ## Targets
 
-<!-- Generated by tools/bench-report.sh from the data files in benchmarks/. -->
-Issue 4's targets (same testbed, same offered load, one run) against this run. The p99 of the
-small calls is read from the `mixed` CDF files (nearest rank), the slowdowns from the shortest
-size bucket of the `workload` data files; so they can differ from the tables' values by the
-rounding of those files. Bulk goodput and CPU time are not in the data files: **read them from
-the `mixed` and `cpu` tables below** (rows marked "see table"). `?` means the value is missing
-(the run failed or was not made).
+<!-- Generated by tools/bench-report.sh from the runs' files in benchmarks/. -->
+Issue 4's targets (same testbed, same offered load, one run) against this run. The values come
+from each run's JSON lines (`benchmarks/<run>.jsonl`, homarpc-bench's `--json_out`): the small
+calls' p99 and the bulk goodput of `mixed`, the shortest size bucket of `workload`, the CPU time
+per RPC of `cpu`. Where a run has no JSON lines, the small calls' p99 falls back to the `mixed`
+CDF files (nearest rank) and the common-reference slowdown to the `workload` data files. `?`
+means the value is missing (the run failed or was not made).
+
+Slowdown is a call's latency divided by an unloaded latency at the same request size, and
+depends on whose unloaded latency:
+
+- **(a) common reference**: both systems divided by homarpc's unloaded latency (the faster
+  system's), so the two columns compare latencies directly. The `workload` tables' p50 and p99
+  columns, the data files and the slowdown plots use it.
+- **(b) own reference**: each system divided by its own unloaded latency, the Homa papers'
+  definition (the `workload` tables' "own" column for gRPC; for homarpc it is (a)).
+
+The `workload` targets are judged both ways.
 
 | target | homarpc | gRPC | measured | goal | met |
 |---|---|---|---|---|---|
 EOF
-  targets_mixed_row mixed "separate channels"
-  targets_mixed_row mixed-shared "bulk on the same channel"
-  echo "| \`mixed\`: bulk goodput, homarpc / gRPC | see table | see table | | >= 0.8x | see table |"
+  targets_mixed_rows mixed "separate channels"
+  targets_mixed_rows mixed-shared "bulk on the same channel"
   local w
   for w in w3 w4; do
-    targets_workload_row "$w" 80
-    targets_workload_row "$w" 50
+    targets_workload_rows "$w" 80
+    targets_workload_rows "$w" 50
   done
-  echo "| \`cpu\`: CPU time per 64 B RPC (client + server), homarpc / gRPC | see table | see table | | <= 0.5x | see table |"
+  local h g n
+  h="$(jv "$data/cpu.jsonl" total_us_per_rpc scenario=cpu system=homarpc)"
+  g="$(jv "$data/cpu.jsonl" total_us_per_rpc scenario=cpu system=grpc)"
+  n="$(jv "$data/cpu-nopoll.jsonl" total_us_per_rpc scenario=cpu system=homarpc)"
+  ratio_row "\`cpu\`: CPU time per 64 B RPC (client + server), homarpc with its default busy-polling" \
+    "$h" "$g" us "<=" 0.5
+  ratio_row "\`cpu\`: CPU time per 64 B RPC (client + server), homarpc without busy-polling (\`--spin_us=0\`, run \`cpu-nopoll\`; gRPC from run \`cpu\`)" \
+    "$n" "$g" us "<=" 0.5
+  echo
+}
+
+# The CPU time per RPC of both cpu runs side by side, from their JSON lines.
+cpu_comparison() {
+  local c="$data/cpu.jsonl" n="$data/cpu-nopoll.jsonl"
+  [[ -f "$c" || -f "$n" ]] || return 0
+  local g
+  g="$(jv "$c" total_us_per_rpc scenario=cpu system=grpc)"
+  echo "## \`cpu\`: homarpc with and without busy-polling"
+  echo
+  echo "CPU time per 64 B RPC in µs (the measuring phase's CPU time over the calls completed in it),"
+  echo "from the JSON lines of the runs \`cpu\` and \`cpu-nopoll\`. By default homarpc's waiting"
+  echo "threads busy-poll (\`--spin_us\`) before they sleep, and that CPU time counts here;"
+  echo "\`--spin_us=0\` always blocks."
+  echo
+  echo "| system | run | client | server | total | total ÷ gRPC's |"
+  echo "|---|---|---:|---:|---:|---:|"
+  local row file system name t r
+  for row in "grpc cpu gRPC" "homarpc cpu homarpc, busy-polling (default)" \
+    "homarpc cpu-nopoll homarpc, no busy-polling (--spin_us=0)"; do
+    read -r system file name <<<"$row"
+    t="$(jv "$data/$file.jsonl" total_us_per_rpc scenario=cpu "system=$system")"
+    r="$(ratio "$t" "$g")"
+    echo "| $name | \`$file\` | $(cell "$(jv "$data/$file.jsonl" client_us_per_rpc scenario=cpu "system=$system")") | $(cell "$(jv "$data/$file.jsonl" server_us_per_rpc scenario=cpu "system=$system")") | $(cell "$t") | $(xcell "$r") |"
+  done
   echo
 }
 
@@ -399,13 +599,16 @@ image() {  # file caption
   printf '![%s](benchmarks/%s)\n\n' "$2" "$1"
 }
 
+all_runs=(unloaded mixed workload-w1 workload-w2 workload-w3 workload-w4 workload-w5 cpu cpu-nopoll)
+
 run_section() {  # id title
-  local id="$1" f="$data/$1.info" rc
+  local id="$1" f="$data/$1.info" rc run_mode
   [[ -f "$f" ]] || return 0
   rc="$(info "$f" rc)"
+  run_mode="$(info "$f" mode)"
   echo "## $2"
   echo
-  echo "Run $(info "$f" date), link rate $(info "$f" rate), $(info "$f" duration_ms) ms per point:"
+  echo "Run $(info "$f" date)${run_mode:+ ($run_mode mode)}, link rate $(info "$f" rate), queue $(queue_cell "$f") per priority, $(info "$f" duration_ms) ms per point:"
   echo
   echo '```'
   info "$f" command
@@ -425,7 +628,7 @@ run_section() {  # id title
 }
 
 assemble_report() {
-  local m="$data/machine.txt" tmp="$report.tmp" w load
+  local m="$data/machine.txt" tmp="$report.tmp" w load ref
   [[ -f "$m" ]] || die "$(shown "$m") not found: no run to report in $(shown "$data")"
   local plots_ok=1
   if command -v gnuplot >/dev/null; then
@@ -470,7 +673,6 @@ $readme.
 | commit | $(info "$m" commit) |
 | build | ${build_type:-unknown}, sanitizers ${sanitize:-unknown}, $(info "$m" compiler) |
 | gnuplot | $(info "$m" gnuplot) |
-| mode | $(info "$m" mode) |
 
 EOF
     if [[ "$build_type" != RelWithDebInfo && "$build_type" != Release ]] || [[ "$sanitize" == ON ]]; then
@@ -492,7 +694,7 @@ alone is its command below (after the build).
 
 EOF
     if grep -q '^rerun=' "$m"; then
-      echo "Some runs were redone later, each on its own date (see the runs' sections):"
+      echo "Some runs were redone later, each on its own date and in its own mode (see the testbed table and the runs' sections):"
       echo
       # shellcheck disable=SC2016  # Markdown backticks, not a command substitution
       sed -n 's/^rerun=\(.* UTC\): \(.*\)$/- \1: `\2`/p' "$m"
@@ -512,13 +714,20 @@ on the other hosts. A workload of short messages runs at a lower link rate, so t
 within what two cores can serve (about 5000 calls/s; the table \`workload_rate\` in
 \`tools/bench-report.sh\` says how each rate was chosen).
 
-| run | link rate | queue per priority | priorities | measuring time per point | exit status |
-|---|---|---|---|---|---|
+The queue limit scales with the link rate, like a switch buffer sized in time: ${queue_ms} ms
+of the rate, at least ${queue_min_bytes} bytes (64 KiB, the shapers' burst), passed to
+\`tools/testbed.sh --buffer\` in bytes. So a queue holds about ${queue_ms} ms at 1 Gbit/s, and more
+at the low rates, where the floor applies; the table gives each run's value in bytes and in ms
+of its link rate. "mode" is how the run was made: \`quick\` (\`--quick\`, short points) or
+\`full\`.
+
+| run | mode | link rate | queue per priority | priorities | measuring time per point | exit status |
+|---|---|---|---|---|---|---|
 EOF
     local id
-    for id in unloaded mixed workload-w1 workload-w2 workload-w3 workload-w4 workload-w5 cpu; do
+    for id in "${all_runs[@]}"; do
       [[ -f "$data/$id.info" ]] || continue
-      echo "| \`$id\` | $(info "$data/$id.info" rate) | $(info "$data/$id.info" buffer) | $(info "$data/$id.info" priorities) | $(info "$data/$id.info" duration_ms) ms | $(info "$data/$id.info" rc) |"
+      echo "| \`$id\` | $(info "$data/$id.info" mode) | $(info "$data/$id.info" rate) | $(queue_cell "$data/$id.info") | $(info "$data/$id.info" priorities) | $(info "$data/$id.info" duration_ms) ms | $(info "$data/$id.info" rc) |"
     done
     echo
     targets_section
@@ -534,22 +743,33 @@ EOF
     for w in "${all_workloads[@]}"; do
       run_section "workload-$w" "\`workload\` ${w^^}"
       for load in 50 80; do
-        image "workload-$w-$load.png" "${w^^} at ${load}% load: slowdown by size"
+        # The data files' reference, as plot.sh names it in the plot's title.
+        ref="$(jv "$data/workload-$w.jsonl" reference scenario=workload point=load "label=$w $load%")"
+        if [[ -z "$ref" || "$ref" == homarpc ]]; then
+          ref="(a) common reference (latency / homarpc's unloaded latency, both systems)"
+        else
+          ref="(b) own reference (latency / each system's unloaded latency)"
+        fi
+        image "workload-$w-$load.png" "${w^^} at ${load}% load: slowdown by size, $ref"
       done
     done
     run_section cpu "\`cpu\`: CPU time per RPC"
+    run_section cpu-nopoll "\`cpu-nopoll\`: CPU time per RPC, homarpc without busy-polling (\`--spin_us=0\`)"
+    cpu_comparison
     echo "## Files"
     echo
     echo "[\`benchmarks/\`](benchmarks/) holds what the runs wrote: per run its Markdown (\`<run>.md\`),"
-    echo "its messages (\`<run>.log\`) and how it ran (\`<run>.info\`); \`machine.txt\`; the data files"
-    echo "the plots are drawn from (formats in \`tools/bench/load_scenarios.h\`)$( [[ -f "$data/results.jsonl" ]] && echo ", the JSON lines (\`results.jsonl\`)")."
+    echo "its JSON lines (\`<run>.jsonl\`), its messages (\`<run>.log\`) and how it ran (\`<run>.info\`);"
+    echo "\`machine.txt\`; and the data files the plots are drawn from (formats in"
+    echo "\`tools/bench/load_scenarios.h\`)."
   } >"$tmp"
   mv "$tmp" "$report"
   log "wrote $(shown "$report")"
   ((plots_ok)) || failures+=(plots)
 }
 
-trap 'log "interrupted"; exit 130' INT TERM
+trap 'on_signal 130' INT
+trap 'on_signal 143' TERM
 if [[ "$mode" == run ]]; then
   run_all
 fi

@@ -2,7 +2,8 @@
 // server + one client process per point) and load_harness.cc (one server + N client processes
 // per load point).
 //
-// A Child is killed and reaped unless it was reaped already; Pipe owns both ends of a pipe;
+// ForkChild forks a child that dies with its parent; a Child is killed and reaped unless it
+// was reaped already; Pipe owns both ends of a pipe;
 // WriteAll/ReadFromChild move bytes with a deadline on the parent's side; PutU64/PutString and
 // ReportReader are the host-byte-order encoding of the reports children send back (both ends
 // are this binary on this machine); SharedControl + PipeServerEnv are the server child's side
@@ -18,6 +19,7 @@
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -26,6 +28,7 @@
 #include <atomic>
 #include <cerrno>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <string>
 #include <utility>
@@ -39,6 +42,26 @@
 #include "transport/errors.h"
 
 namespace homarpc::bench::child_process {
+
+// ---- Forking ----
+
+// fork() for the harnesses. Flushes stdio first, so text buffered in the parent is not printed
+// twice. In the child, asks the kernel to SIGKILL it when the parent dies (PR_SET_PDEATHSIG):
+// a crashed or killed homarpc-bench leaves no server or client behind, holding ports and CPUs.
+// A parent that died between fork() and the prctl() would not trigger the signal, so the child
+// then exits at once (its parent pid is no longer the one from before the fork). Returns what
+// fork() returns.
+inline pid_t ForkChild() {
+  std::fflush(stdout);
+  std::fflush(stderr);
+  const pid_t parent = getpid();
+  const pid_t pid = fork();
+  if (pid == 0) {
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent) _exit(1);
+  }
+  return pid;
+}
 
 // ---- A child process that is killed and reaped unless it was reaped already. ----
 

@@ -19,9 +19,11 @@
 //
 // Every wait on a child has a deadline; a child that overruns is killed (SIGKILL, by pid) and
 // reaped, so a lost datagram or a hung system fails one point instead of the whole run.
+// Children are forked by ForkChild (child_process.h): the kernel kills them when this process
+// dies, so a crashed or interrupted run leaves no server or client behind.
 //
-// The plumbing (Child, Pipe, the report encoding, the server's stop flag, EnterNetns) lives in
-// child_process.h, shared with load_harness.cc.
+// The plumbing (ForkChild, Child, Pipe, the report encoding, the server's stop flag, EnterNetns)
+// lives in child_process.h, shared with load_harness.cc.
 #include "tools/bench/harness.h"
 
 #include <sys/mman.h>
@@ -31,7 +33,6 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
-#include <cstdio>
 #include <cstring>
 #include <new>
 #include <string>
@@ -49,6 +50,7 @@ namespace {
 
 using child_process::Child;
 using child_process::EnterNetns;
+using child_process::ForkChild;
 using child_process::kUntilEof;
 using child_process::Pipe;
 using child_process::PipeServerEnv;
@@ -225,9 +227,7 @@ absl::StatusOr<Result> RunPoint(const System& system, const Point& point) {
 
   Pipe server_pipe;
   if (!server_pipe.ok()) return ErrnoToStatus(errno, "pipe");
-  std::fflush(stdout);
-  std::fflush(stderr);
-  const pid_t server_pid = fork();
+  const pid_t server_pid = ForkChild();
   if (server_pid < 0) return ErrnoToStatus(errno, "fork for the server");
   if (server_pid == 0) {
     server_pipe.CloseRead();
@@ -254,9 +254,7 @@ absl::StatusOr<Result> RunPoint(const System& system, const Point& point) {
 
   Pipe client_pipe;
   if (!client_pipe.ok()) return ErrnoToStatus(errno, "pipe");
-  std::fflush(stdout);
-  std::fflush(stderr);
-  const pid_t client_pid = fork();
+  const pid_t client_pid = ForkChild();
   if (client_pid < 0) return ErrnoToStatus(errno, "fork for the client");
   if (client_pid == 0) {
     server_pipe.CloseRead();

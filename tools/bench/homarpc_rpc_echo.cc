@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "homarpc/homarpc.h"
 #include "tools/bench/echo_homa.homarpc.pb.h"
+#include "tools/bench/homarpc_settings.h"
 #include "tools/bench/rpc_driver.h"
 
 namespace homarpc::bench {
@@ -55,16 +56,6 @@ class CallbackEcho final : public homa_echo::Echo::CallbackService {
   }
 };
 
-// The point's transport settings, for a channel or a server.
-template <typename AddInt, typename AddString>
-void ApplySettings(const RunSettings& settings, AddInt add_int, AddString add_string) {
-  add_int(homarpc::kArgSpinMicros, static_cast<int>(settings.spin_us));
-  add_int(homarpc::kArgMtu, static_cast<int>(settings.mtu));
-  add_string(homarpc::kArgIoBackend, settings.io_backend);
-  // 0 on loopback, which has no NIC queue for the pacer to protect (as in transport-echo).
-  add_int(homarpc::kArgLinkMbps, static_cast<int>(settings.link_mbps));
-}
-
 absl::Status ServeEcho(const Point& point, ServerEnv& env, homarpc::Service* service,
                        homarpc::ServerExecutor executor, absl::string_view kind) {
   homarpc::ServerBuilder builder;
@@ -75,10 +66,7 @@ absl::Status ServeEcho(const Point& point, ServerEnv& env, homarpc::Service* ser
   builder.SetMaxSendMessageSize(MessageLimitFor(point));
   builder.SetNumLoops(1);
   builder.SetExecutor(executor);
-  ApplySettings(
-      point.settings,
-      [&](const char* key, int value) { builder.AddChannelArgument(key, value); },
-      [&](const char* key, const std::string& value) { builder.AddChannelArgument(key, value); });
+  ApplySettings(point.settings, &builder);
   std::unique_ptr<homarpc::Server> server = builder.BuildAndStart();
   if (server == nullptr || port <= 0) {
     return absl::UnavailableError("homarpc server did not start");
@@ -97,9 +85,7 @@ std::shared_ptr<homarpc::Channel> Connect(const Point& point, uint16_t port) {
   homarpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(MessageLimitFor(point));
   args.SetMaxSendMessageSize(MessageLimitFor(point));
-  ApplySettings(
-      point.settings, [&](const char* key, int value) { args.SetInt(key, value); },
-      [&](const char* key, const std::string& value) { args.SetString(key, value); });
+  ApplySettings(point.settings, &args);
   return homarpc::CreateCustomChannel(absl::StrCat(point.settings.server_host, ":", port),
                                       homarpc::InsecureChannelCredentials(), args);
 }

@@ -7,8 +7,8 @@
 //   throughput: Echo::CallbackService, finished inline on the loop thread.
 // Client: CreateCustomChannel("127.0.0.1:<port>") — one Homa endpoint with its loop thread —
 // and the generated stub: blocking stub->Echo() (unary) or stub->async()->Echo() (throughput).
-// Both sides take the point's settings as channel arguments: kArgSpinMicros (--spin_us),
-// kArgMtu (--mtu), kArgIoBackend (--io_backend). Message limits: MessageLimitFor().
+// Both sides take the point's settings as channel arguments (homarpc_settings.h: --spin_us,
+// --mtu, --io_backend, --link_mbps). Message limits: MessageLimitFor().
 //
 // Only this file's .cc includes homarpc's generated echo header (package
 // homarpc.bench.homa_echo); see echo.proto.

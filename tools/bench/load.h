@@ -143,7 +143,6 @@ struct StreamReport {
   // Open-loop streams: calls whose start fell more than 1 ms behind their scheduled time (the
   // client could not keep up with the offered rate; the report flags the point).
   uint64_t late_starts = 0;
-  uint64_t payload_bytes = 0;  // request + response payload of the calls in `calls`
 };
 
 struct ClientReport {
@@ -165,7 +164,6 @@ struct LoadReport {
   LoadPoint point;
   std::vector<ClientReport> clients;  // in LoadPoint::clients order
   std::vector<ProcessCpu> cpu;        // server first, then the clients in order
-  int64_t wall_ns = 0;                // the measuring phase as the harness saw it
 };
 
 // ---- The pieces ----

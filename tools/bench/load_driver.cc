@@ -138,8 +138,11 @@ using load_internal::ArrivalSchedule;
 constexpr int64_t kSpinNanos = 50 * transport::kNanosPerMicro;  // below this, spin, not sleep
 constexpr int64_t kLateNanos = transport::kNanosPerMilli;       // a start this late is late
 constexpr int64_t kTimerSlackNanos = 1000;
-// How long a warmup call may take beyond the point's call timeout before the client gives up
-// (below harness.h's kClientGraceMillis, so the client reports it rather than being killed).
+// How long ONE warmup call may take beyond the point's call timeout before the client gives up
+// on it. The limit is per call: harness.h's kClientGraceMillis bounds the client's whole
+// connect and warmup, so (with LoadPoint's default 30 s call timeout) one stuck call is
+// reported by the client, but several slow ones in a row can still outlast that grace and get
+// the client killed without a report.
 constexpr int64_t kWarmupGraceNanos = int64_t{60} * transport::kNanosPerSecond;
 
 int64_t NowNanos() { return transport::MonotonicClock::Get()->NowNanos(); }
@@ -185,7 +188,6 @@ struct StreamRun {
   uint64_t outstanding ABSL_GUARDED_BY(mu) = 0;  // started, not completed
   uint64_t issuing ABSL_GUARDED_BY(mu) = 0;      // reserved, StartCall not yet returned
   uint64_t late_starts ABSL_GUARDED_BY(mu) = 0;
-  uint64_t payload_bytes ABSL_GUARDED_BY(mu) = 0;
   int64_t last_start_ns ABSL_GUARDED_BY(mu) = 0;
   std::string first_error ABSL_GUARDED_BY(mu);
   bool closed ABSL_GUARDED_BY(mu) = false;  // the drain is over: completions are ignored
@@ -224,7 +226,6 @@ void OnComplete(const std::shared_ptr<StreamRun>& run, int64_t start_ns, uint64_
     } else {
       run->calls.push_back(
           CallRecord{start_ns - run->measure_start_ns, now - start_ns, request_bytes, *result});
-      run->payload_bytes += request_bytes + *result;
     }
     if (run->spec.arrival == Arrival::kClosedLoop && now < run->measure_end_ns) {
       next_bytes = run->sizes->Next();
@@ -429,7 +430,6 @@ absl::StatusOr<ClientReport> DriveStreams(const LoadPoint& point, const ClientSp
     stream.unfinished = run->outstanding;
     stream.first_error = run->first_error;
     stream.late_starts = run->late_starts;
-    stream.payload_bytes = run->payload_bytes;
     report.streams.push_back(std::move(stream));
   }
   return report;

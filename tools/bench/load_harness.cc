@@ -20,6 +20,7 @@
 // whose Connect() or warmup fails, a server whose Serve() returns mid-run, a child that dies
 // (EOF without a report) — ends the point at once; every child is then killed and reaped by
 // its Child guard (child_process.h) before RunLoadPoint returns. Each phase has a deadline.
+// Children are forked by ForkChild (child_process.h), so they also die when this process does.
 //
 // CPU: sampled from /proc by the parent: every process when all clients are ready (just
 // before 'G', all of them blocked); each client again as its own 'M' arrives, and the server
@@ -47,7 +48,6 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <cstdio>
 #include <cstring>
 #include <memory>
 #include <new>
@@ -75,6 +75,7 @@ namespace homarpc::bench {
 
 using child_process::Child;
 using child_process::EnterNetns;
+using child_process::ForkChild;
 using child_process::kUntilEof;
 using child_process::Pipe;
 using child_process::PipeServerEnv;
@@ -110,7 +111,6 @@ std::string EncodeClientReport(const absl::StatusOr<ClientReport>& report) {
     PutU64(&out, stream.failed);
     PutU64(&out, stream.unfinished);
     PutU64(&out, stream.late_starts);
-    PutU64(&out, stream.payload_bytes);
     PutString(&out, stream.first_error);
     PutU64(&out, stream.calls.size());
     out.append(reinterpret_cast<const char*>(stream.calls.data()),
@@ -138,7 +138,6 @@ absl::StatusOr<ClientReport> DecodeClientReport(absl::string_view bytes) {
     stream.failed = reader.U64();
     stream.unfinished = reader.U64();
     stream.late_starts = reader.U64();
-    stream.payload_bytes = reader.U64();
     stream.first_error = reader.String();
     const uint64_t calls = reader.U64();
     if (calls > bytes.size() / sizeof(CallRecord)) return truncated;  // before multiplying
@@ -518,9 +517,7 @@ absl::StatusOr<LoadReport> RunLoadPoint(const LoadSystem& system, const LoadPoin
   // ---- The server ----
   Pipe server_pipe;
   if (!server_pipe.ok()) return ErrnoToStatus(errno, "pipe");
-  std::fflush(stdout);
-  std::fflush(stderr);
-  const pid_t server_pid = fork();
+  const pid_t server_pid = ForkChild();
   if (server_pid < 0) return ErrnoToStatus(errno, "fork for the server");
   if (server_pid == 0) {
     server_pipe.CloseRead();
@@ -549,9 +546,7 @@ absl::StatusOr<LoadReport> RunLoadPoint(const LoadSystem& system, const LoadPoin
     ClientProcess& client = *clients.back();
     if (!client.report_pipe.ok() || !client.go_pipe.ok()) return ErrnoToStatus(errno, "pipe");
     fcntl(client.report_pipe.read_fd(), F_SETPIPE_SZ, kPipeBytes);  // best effort
-    std::fflush(stdout);
-    std::fflush(stderr);
-    const pid_t pid = fork();
+    const pid_t pid = ForkChild();
     if (pid < 0) return ErrnoToStatus(errno, "fork for a client");
     if (pid == 0) {
       // Keep only this client's ends: an inherited write end of another client's pipe would
@@ -595,7 +590,6 @@ absl::StatusOr<LoadReport> RunLoadPoint(const LoadSystem& system, const LoadPoin
   if (!measured.ok()) return measured;
   absl::StatusOr<CpuSample> server_after = SampleProcessCpu(server.child.pid());
   if (!server_after.ok()) return Prefixed("server", server_after.status());
-  const int64_t wall_ns = NowNanos() - go_ns;
 
   absl::Status reported =
       Pump(clients, server, report_deadline, "client reports", &ClientProcess::done);
@@ -608,7 +602,6 @@ absl::StatusOr<LoadReport> RunLoadPoint(const LoadSystem& system, const LoadPoin
   LoadReport report;
   report.system = system.name();
   report.point = point;
-  report.wall_ns = wall_ns;
   auto add_cpu = [&report](std::string role, const CpuSample& before, const CpuSample& after) {
     ProcessCpu cpu;
     cpu.role = std::move(role);

@@ -5,10 +5,12 @@
 // no child behind. Also the ClientReport encoding and the /proc parsing.
 #include <sys/socket.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 #include <functional>
 #include <map>
@@ -36,6 +38,9 @@ using ::testing::StartsWith;
 constexpr int64_t kMs = 1000 * 1000;
 constexpr size_t kHeaderBytes = 16;            // request: call id, response size; response: call id
 constexpr uint64_t kRefusedRequestBytes = 13;  // the fake channel fails calls of this size
+// The fake server spends this much CPU on each request before answering, and the fake channel
+// as much on each call before sending it: known work for the CPU samples to account for.
+constexpr int64_t kBurnPerCallNanos = 200 * 1000;
 
 // True when this process has no child left, reaped or not.
 std::string Message(const absl::Status& status) { return std::string(status.message()); }
@@ -45,8 +50,22 @@ bool NoChildrenLeft() {
   return waitpid(-1, nullptr, WNOHANG) == -1 && errno == ECHILD;
 }
 
+int64_t ThreadCpuNanos() {
+  timespec now{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &now);
+  return int64_t{now.tv_sec} * 1000000000 + now.tv_nsec;
+}
+
+// Keeps the calling thread on the CPU until it has used `cpu_ns` more CPU time.
+void BurnCpu(int64_t cpu_ns) {
+  const int64_t until = ThreadCpuNanos() + cpu_ns;
+  while (ThreadCpuNanos() < until) {
+  }
+}
+
 // Answers every datagram [call id][response size][padding] with [call id][response size zero
-// bytes]. With `fail_after` > 0 it returns an error when datagram fail_after + 1 arrives.
+// bytes], after kBurnPerCallNanos of CPU. With `fail_after` > 0 it returns an error when datagram
+// fail_after + 1 arrives.
 absl::Status ServeUdp(ServerEnv& env, uint64_t fail_after) {
   absl::StatusOr<ScopedFd> fd = BindLoopback(SOCK_DGRAM);
   if (!fd.ok()) return fd.status();
@@ -69,6 +88,7 @@ absl::Status ServeUdp(ServerEnv& env, uint64_t fail_after) {
     }
     if (static_cast<size_t>(n) < kHeaderBytes) continue;
     if (fail_after > 0 && ++received > fail_after) return absl::DataLossError("server broke");
+    BurnCpu(kBurnPerCallNanos);
     uint64_t response_bytes = 0;
     std::memcpy(&response_bytes, buffer.data() + 8, sizeof(response_bytes));
     std::vector<char> reply(8 + std::min<uint64_t>(response_bytes, 2048), 0);
@@ -79,8 +99,9 @@ absl::Status ServeUdp(ServerEnv& env, uint64_t fail_after) {
   return absl::OkStatus();
 }
 
-// Sends each call as one datagram and completes it when the reply comes back, on its receiver
-// thread. Calls of kRefusedRequestBytes fail at once (inline).
+// Sends each call as one datagram, after kBurnPerCallNanos of CPU on the calling thread, and
+// completes it when the reply comes back, on its receiver thread. Calls of kRefusedRequestBytes
+// fail at once (inline).
 class UdpChannel final : public LoadChannel {
  public:
   explicit UdpChannel(ScopedFd fd) : fd_(std::move(fd)), thread_([this] { Receive(); }) {}
@@ -110,6 +131,7 @@ class UdpChannel final : public LoadChannel {
     }
     std::memcpy(request.data(), &id, 8);
     std::memcpy(request.data() + 8, &response_bytes, 8);
+    BurnCpu(kBurnPerCallNanos);
     send(fd_.get(), request.data(), request.size(), 0);
   }
 
@@ -220,7 +242,8 @@ TEST(RunLoadPoint, TwoClientsReportTheirStreamsAndEveryProcessesCpu) {
     for (const CallRecord& call : stream.calls) {
       EXPECT_EQ(call.response_bytes, point.clients[i].streams[0].response_bytes);
     }
-    EXPECT_GE(client.measure_ns, 0);
+    // From the measuring start to the last start: a stream that started calls ran for a while.
+    EXPECT_GT(client.measure_ns, 0);
     EXPECT_LE(client.measure_ns, point.duration_ns);
   }
   // Expect: CPU of the server, then each client, sampled around the measuring phase.
@@ -228,12 +251,25 @@ TEST(RunLoadPoint, TwoClientsReportTheirStreamsAndEveryProcessesCpu) {
   EXPECT_EQ(report->cpu[0].role, "server");
   EXPECT_EQ(report->cpu[1].role, "client0");
   EXPECT_EQ(report->cpu[2].role, "client1");
-  for (const ProcessCpu& cpu : report->cpu) {
-    EXPECT_GE(cpu.cpu_ns, 0);
-    EXPECT_GE(cpu.involuntary_switches, 0);
+  // Each call that completed by its client's measure_ns was sent (client burn) and answered
+  // (server burn) inside every sampled window: after the barrier opened and before that client's
+  // (and so the server's) second sample. The samples count clock ticks, so each window may lose
+  // up to two ticks.
+  const int64_t tick_ns = 1000000000 / sysconf(_SC_CLK_TCK);
+  int64_t server_burn_ns = 0;
+  for (size_t i = 0; i < 2; ++i) {
+    const ClientReport& client = report->clients[i];
+    int64_t inside = 0;
+    for (const CallRecord& call : client.streams[0].calls) {
+      if (call.start_ns + call.latency_ns <= client.measure_ns) ++inside;
+    }
+    server_burn_ns += inside * kBurnPerCallNanos;
+    EXPECT_GE(report->cpu[1 + i].cpu_ns, inside * kBurnPerCallNanos - 2 * tick_ns)
+        << "client" << i << ": " << inside << " calls";
   }
-  // The harness saw the whole phase: from its 'go' to the last client's end of measuring.
-  EXPECT_GE(report->wall_ns, point.duration_ns);
+  EXPECT_GE(report->cpu[0].cpu_ns, server_burn_ns - 2 * tick_ns);
+  // The closed-loop stream keeps the server busy: its window cannot be empty.
+  EXPECT_GT(report->cpu[0].cpu_ns, 0);
 }
 
 TEST(RunLoadPoint, ClientErrorIsThePointsErrorAndNoChildStays) {
@@ -308,7 +344,6 @@ TEST(ClientReportEncoding, RoundTripsEveryField) {
   a.failed = 1;
   a.unfinished = 2;
   a.late_starts = 3;
-  a.payload_bytes = 256;
   a.first_error = "UNAVAILABLE: gone";
   a.calls = {{10, 2000, 64, 64}, {20, 3000, 64, 64}};
   StreamReport b;
@@ -325,7 +360,6 @@ TEST(ClientReportEncoding, RoundTripsEveryField) {
   EXPECT_EQ(got.failed, 1u);
   EXPECT_EQ(got.unfinished, 2u);
   EXPECT_EQ(got.late_starts, 3u);
-  EXPECT_EQ(got.payload_bytes, 256u);
   EXPECT_EQ(got.first_error, "UNAVAILABLE: gone");
   ASSERT_EQ(got.calls.size(), 2u);
   EXPECT_EQ(got.calls[1].start_ns, 20);
@@ -375,17 +409,15 @@ TEST(ProcCpu, ParsesInvoluntarySwitches) {
 }
 
 TEST(ProcCpu, SamplesThisProcessWithAllItsThreads) {
-  // Burn some CPU on a second thread: the process's total includes it.
-  std::thread burner([] {
-    const int64_t until = transport::MonotonicClock::Get()->NowNanos() + 100 * kMs;
-    volatile uint64_t sink = 0;
-    while (transport::MonotonicClock::Get()->NowNanos() < until) sink = sink + 1;
-  });
+  // A second thread uses 100 ms of CPU and exits between the samples: the process's total
+  // still counts it (dead threads included), give or take the samples' clock ticks.
+  absl::StatusOr<load_internal::CpuSample> before = load_internal::SampleProcessCpu(getpid());
+  ASSERT_TRUE(before.ok()) << before.status();
+  std::thread burner([] { BurnCpu(100 * kMs); });
   burner.join();
-  absl::StatusOr<load_internal::CpuSample> sample = load_internal::SampleProcessCpu(getpid());
-  ASSERT_TRUE(sample.ok()) << sample.status();
-  EXPECT_GT(sample->cpu_ns, 0);
-  EXPECT_GE(sample->involuntary_switches, 0);
+  absl::StatusOr<load_internal::CpuSample> after = load_internal::SampleProcessCpu(getpid());
+  ASSERT_TRUE(after.ok()) << after.status();
+  EXPECT_GE(after->cpu_ns - before->cpu_ns, 50 * kMs);
   EXPECT_FALSE(load_internal::SampleProcessCpu(-1).ok());
 }
 

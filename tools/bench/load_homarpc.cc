@@ -12,10 +12,10 @@
 // Client: one channel per client process (Connect) — one Homa endpoint with its loop thread —
 // and per call a ClientContext with the point's deadline and stub->async()->Fetch(); the
 // completion runs on the channel's loop thread.
-// Both sides take the point's transport settings as channel arguments, as homarpc_rpc_echo.cc
-// does: kArgSpinMicros (--spin_us), kArgMtu (--mtu), kArgIoBackend (--io_backend),
-// kArgLinkMbps (the testbed's link rate; 0 on loopback unless --link_mbps). Message limits on
-// both sides: LoadMessageLimit().
+// Both sides take the point's transport settings as channel arguments (homarpc_settings.h,
+// shared with homarpc_rpc_echo.cc): kArgSpinMicros (--spin_us), kArgMtu (--mtu),
+// kArgIoBackend (--io_backend), kArgLinkMbps (the testbed's link rate; 0 on loopback unless
+// --link_mbps). Message limits on both sides: LoadMessageLimit().
 //
 // Only this file includes homarpc's generated echo header (package homarpc.bench.homa_echo);
 // see echo.proto.
@@ -33,6 +33,7 @@
 #include "absl/strings/str_cat.h"
 #include "homarpc/homarpc.h"
 #include "tools/bench/echo_homa.homarpc.pb.h"
+#include "tools/bench/homarpc_settings.h"
 #include "tools/bench/load.h"
 #include "tools/bench/load_scenarios.h"
 #include "tools/bench/rpc_scenarios.h"
@@ -48,16 +49,6 @@ absl::Status CallError(const homarpc::Status& status) {
   // homarpc's codes are gRPC's, which are absl's.
   return absl::Status(static_cast<absl::StatusCode>(status.error_code()),
                       absl::StrCat("homarpc: ", status.error_message()));
-}
-
-// The point's transport settings, for a channel or a server (as homarpc_rpc_echo.cc's).
-template <typename AddInt, typename AddString>
-void ApplySettings(const RunSettings& settings, AddInt add_int, AddString add_string) {
-  add_int(homarpc::kArgSpinMicros, static_cast<int>(settings.spin_us));
-  add_int(homarpc::kArgMtu, static_cast<int>(settings.mtu));
-  add_string(homarpc::kArgIoBackend, settings.io_backend);
-  // The shaped link's rate on the testbed: a faster pacer overruns the switch queue.
-  add_int(homarpc::kArgLinkMbps, static_cast<int>(settings.link_mbps));
 }
 
 class FetchService final : public homa_echo::Echo::Service {
@@ -151,9 +142,7 @@ class HomarpcLoadSystem final : public LoadSystem {
     builder.SetMaxReceiveMessageSize(LoadMessageLimit(point));
     builder.SetMaxSendMessageSize(LoadMessageLimit(point));
     builder.SetNumLoops(1);
-    ApplySettings(
-        point.settings, [&](const char* key, int value) { builder.AddChannelArgument(key, value); },
-        [&](const char* key, const std::string& value) { builder.AddChannelArgument(key, value); });
+    ApplySettings(point.settings, &builder);
     std::unique_ptr<homarpc::Server> server = builder.BuildAndStart();
     if (server == nullptr || port <= 0)
       return absl::UnavailableError("homarpc server did not start");
@@ -171,9 +160,7 @@ class HomarpcLoadSystem final : public LoadSystem {
     homarpc::ChannelArguments args;
     args.SetMaxReceiveMessageSize(LoadMessageLimit(point));
     args.SetMaxSendMessageSize(LoadMessageLimit(point));
-    ApplySettings(
-        point.settings, [&](const char* key, int value) { args.SetInt(key, value); },
-        [&](const char* key, const std::string& value) { args.SetString(key, value); });
+    ApplySettings(point.settings, &args);
     std::shared_ptr<homarpc::Channel> channel =
         homarpc::CreateCustomChannel(absl::StrCat(point.settings.server_host, ":", port),
                                      homarpc::InsecureChannelCredentials(), args);

@@ -164,10 +164,19 @@ class Runner {
     return *std::move(report);
   }
 
-  void Json(const std::string& line) const {
-    if (!options_.json) return;
-    std::printf("%s\n", line.c_str());
-    std::fflush(stdout);
+  // Prints `line` with --json and appends it to --json_out's file; a failure to write that
+  // fails the run (once), not a point.
+  void Json(const std::string& line) {
+    if (options_.json) {
+      std::printf("%s\n", line.c_str());
+      std::fflush(stdout);
+    }
+    if (options_.json_out == nullptr || json_out_failed_) return;
+    std::fprintf(options_.json_out, "%s\n", line.c_str());
+    if (std::fflush(options_.json_out) != 0 || std::ferror(options_.json_out)) {
+      json_out_failed_ = true;
+      Fail("-", "--json_out", "cannot write the JSON lines");
+    }
   }
 
   // Writes DIR/name when --data_dir is set; a failure to write fails the run (not a point).
@@ -190,6 +199,7 @@ class Runner {
   std::vector<std::string> hosts_;
   std::vector<std::unique_ptr<LoadSystem>> systems_;
   std::vector<LoadFailure> failures_;
+  bool json_out_failed_ = false;
 };
 
 std::string Runner::Heading() const {

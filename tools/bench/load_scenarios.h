@@ -24,7 +24,8 @@
 //              per RPC of the client process, the server process and both (ProcessCpu),
 //              homarpc vs gRPC.
 //
-// Output: Markdown tables (default) or JSON lines (--json), to stdout; and with --data_dir=DIR
+// Output: Markdown tables (default) or JSON lines (--json), to stdout; the JSON lines also to
+// LoadOptions::json_out when set (--json_out); and with --data_dir=DIR
 // the files tools/bench-report.sh plots with gnuplot, whitespace-separated, `#` header line:
 //   DIR/unloaded-<system>.dat            size_bytes p50_us p99_us
 //   DIR/mixed[-shared]-<system>.cdf      latency_us cumulative_fraction   (small calls, every
@@ -36,6 +37,7 @@
 #define HOMARPC_TOOLS_BENCH_LOAD_SCENARIOS_H_
 
 #include <cstdint>
+#include <cstdio>
 #include <memory>
 #include <string>
 #include <vector>
@@ -70,6 +72,8 @@ struct LoadOptions {
   // same).
   std::vector<std::string> client_netns;
   bool json = false;
+  // Not owned; null = none. Every JSON line is also appended here (--json_out), whatever `json`.
+  std::FILE* json_out = nullptr;
   std::string data_dir;  // "" = no data files
   RunSettings settings;
 };

@@ -5,7 +5,8 @@
 // the program with one line on stderr and exit status 2), fills the Registry, and runs each
 // point — every (size, concurrency, system) of the chosen scenario — through RunPoint(), which
 // forks a server and a client process per point. Output: a Markdown table (default) or one
-// JSON object per line (--json) on stdout; progress, skips and errors on stderr.
+// JSON object per line (--json) on stdout; progress, skips and errors on stderr. With
+// --json_out=FILE every JSON line is also appended to FILE, whatever stdout shows.
 // The load scenarios (load_scenarios.h: unloaded, mixed, workload, cpu) take another path:
 // ParseLoadOptions() turns the flags into LoadOptions and RunLoadScenario() runs them.
 // Exit status: 0 all points ran, 1 some point failed, 2 bad command line. (Flags absl itself
@@ -13,8 +14,10 @@
 // Single-threaded: RunPoint() and RunLoadPoint() fork, so the parent never starts threads.
 #include <sys/utsname.h>
 
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <regex>
 #include <string>
 #include <thread>
@@ -46,9 +49,9 @@ ABSL_FLAG(std::string, scenario, "transport-echo", "Scenario to run (--list show
 ABSL_FLAG(std::string, systems, "",
           "Comma list of systems to run; empty = every system of the scenario.");
 ABSL_FLAG(std::string, sizes, "",
-          "Comma list of request sizes in bytes; suffixes K, M, G, KiB, MiB, GiB (binary). "
-          "Empty = the scenario's default: 64,1K,16K,1M for unary, 64 for throughput, "
-          "64,1K,16K,64K,1M,16M otherwise.");
+          "Comma list of request sizes in bytes, at most 1G; suffixes K, M, G, KiB, MiB, GiB "
+          "(binary). Empty = the scenario's default: 64,1K,16K,1M for unary, 64 for "
+          "throughput, 64,1K,16K,64K,1M,16M otherwise.");
 ABSL_FLAG(std::string, concurrency, "",
           "Comma list of RPCs kept in flight (1..1024). Empty = the scenario's default: "
           "1,8,32,128 for throughput, 1 otherwise.");
@@ -62,6 +65,9 @@ ABSL_FLAG(std::string, warmup, "",
           "Unrecorded RPCs before measuring (0..1000000). Empty = 100, or 20 per stream for "
           "the load scenarios.");
 ABSL_FLAG(bool, json, false, "Write one JSON object per line instead of a Markdown table.");
+ABSL_FLAG(std::string, json_out, "",
+          "Also append every JSON line (those --json prints) to this file, created if missing; "
+          "stdout still shows what --json selects. Empty = none.");
 ABSL_FLAG(std::string, io_backend, "auto", "homarpc's UDP I/O: auto, uring or epoll.");
 ABSL_FLAG(std::string, spin_us, "50",
           "homarpc: busy-poll this long before sleeping (0..1000000; 0 = always block).");
@@ -82,7 +88,8 @@ ABSL_FLAG(std::string, loads, "0.5,0.8",
 ABSL_FLAG(std::string, small_rate, "1000",
           "mixed scenario: calls per second of the small 64 B stream (0 < rate <= 1000000).");
 ABSL_FLAG(std::string, bulk_bytes, "8M",
-          "mixed scenario: response payload of each bulk fetch (suffixes as --sizes).");
+          "mixed scenario: response payload of each bulk fetch, at most 1G (suffixes as "
+          "--sizes).");
 ABSL_FLAG(std::string, bulk_in_flight, "2", "mixed scenario: bulk fetches kept in flight (1..64).");
 ABSL_FLAG(std::string, cpu_rate, "5000",
           "cpu scenario: calls per second of 64 B (0 < rate <= 1000000).");
@@ -196,6 +203,7 @@ struct Options {
   int64_t duration_ms = 0;
   uint64_t warmup = 0;
   bool json = false;
+  std::FILE* json_out = nullptr;  // --json_out, opened by main(); not owned
   RunSettings settings;
 };
 
@@ -379,10 +387,31 @@ void PrintList(const Registry& registry) {
   }
 }
 
+// --json_out: appends `line` and a newline to `out` and flushes it (so that nothing is left
+// buffered when the harness forks); false when the write failed.
+bool AppendLine(std::FILE* out, const std::string& line) {
+  std::fprintf(out, "%s\n", line.c_str());
+  return std::fflush(out) == 0 && !std::ferror(out);
+}
+
+// Opens --json_out for appending (creating it); null when the flag is empty. The error names
+// the flag, for the one-line exit-2 message.
+absl::StatusOr<std::FILE*> OpenJsonOut() {
+  const std::string path = absl::GetFlag(FLAGS_json_out);
+  if (path.empty()) return nullptr;
+  std::FILE* out = std::fopen(path.c_str(), "a");
+  if (out == nullptr) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--json_out: cannot open '", path, "': ", std::strerror(errno)));
+  }
+  return out;
+}
+
 int Run(const Options& options, const RpcOptions& rpc_options) {
   std::vector<Result> results;
   std::vector<PointNote> skipped;
   std::vector<PointNote> failed;
+  bool json_out_ok = true;
   for (uint64_t size : options.sizes) {
     for (int64_t concurrency : options.concurrencies) {
       for (const System* system : options.systems) {
@@ -414,9 +443,15 @@ int Run(const Options& options, const RpcOptions& rpc_options) {
           failed.push_back({system->name(), size, concurrency, error});
           continue;
         }
+        const std::string line = ToJsonLine(*result);
         if (options.json) {
-          std::printf("%s\n", ToJsonLine(*result).c_str());
+          std::printf("%s\n", line.c_str());
           std::fflush(stdout);
+        }
+        if (options.json_out != nullptr && json_out_ok && !AppendLine(options.json_out, line)) {
+          json_out_ok = false;  // said once; the run goes on, its exit status is 1
+          std::fprintf(stderr, "homarpc-bench: FAILED writing --json_out: %s\n",
+                       std::strerror(errno));
         }
         results.push_back(*std::move(result));
       }
@@ -431,7 +466,7 @@ int Run(const Options& options, const RpcOptions& rpc_options) {
     }
     std::printf("%s", report.c_str());
   }
-  return failed.empty() ? 0 : 1;
+  return failed.empty() && json_out_ok ? 0 : 1;
 }
 
 }  // namespace
@@ -470,17 +505,25 @@ int main(int argc, char** argv) {
   }
   if (const std::string scenario = absl::GetFlag(FLAGS_scenario); bench::IsLoadScenario(scenario)) {
     absl::StatusOr<bench::LoadOptions> load_options = bench::ParseLoadOptions(scenario);
-    if (!load_options.ok()) {
-      std::fprintf(stderr, "homarpc-bench: %s\n",
-                   std::string(load_options.status().message()).c_str());
+    absl::StatusOr<std::FILE*> json_out =
+        load_options.ok() ? bench::OpenJsonOut() : load_options.status();
+    if (!json_out.ok()) {
+      std::fprintf(stderr, "homarpc-bench: %s\n", std::string(json_out.status().message()).c_str());
       return 2;
     }
-    return bench::RunLoadScenario(*load_options);
+    load_options->json_out = *json_out;
+    const int status = bench::RunLoadScenario(*load_options);
+    if (*json_out != nullptr) std::fclose(*json_out);
+    return status;
   }
   absl::StatusOr<bench::Options> options = bench::ParseOptions(registry);
-  if (!options.ok()) {
-    std::fprintf(stderr, "homarpc-bench: %s\n", std::string(options.status().message()).c_str());
+  absl::StatusOr<std::FILE*> json_out = options.ok() ? bench::OpenJsonOut() : options.status();
+  if (!json_out.ok()) {
+    std::fprintf(stderr, "homarpc-bench: %s\n", std::string(json_out.status().message()).c_str());
     return 2;
   }
-  return bench::Run(*options, rpc_options);
+  options->json_out = *json_out;
+  const int status = bench::Run(*options, rpc_options);
+  if (*json_out != nullptr) std::fclose(*json_out);
+  return status;
 }

@@ -9,7 +9,10 @@
 #   unloaded.png          from unloaded-<system>.dat: round-trip p50/p99 by request size
 #   mixed-cdf.png         from mixed[-shared]-<system>.cdf: latency CDF of the small calls
 #   mixed-tail.png        the same as 1 - CDF on a log axis (where p99 and p99.9 are read)
-#   workload-<w>-<L>.png  from workload-<w>-<L>-<system>.dat: p50/p99 slowdown by size bucket
+#   workload-<w>-<L>.png  from workload-<w>-<L>-<system>.dat: p50/p99 slowdown by size bucket,
+#                         both systems against the common reference the data files use,
+#                         homarpc's unloaded latency (the title names it; where the run's JSON
+#                         lines, workload-<w>.jsonl, name another `reference`, that one)
 # Systems are `homarpc` and `grpc`; a plot shows whichever of them has a file. Plots of these
 # names left from an earlier run are removed first. Prints the PNGs written, one per line.
 #
@@ -35,16 +38,16 @@ else
 fi
 
 failed=0
-# gnuplot SCRIPT OUT VAR=VALUE...: values are strings (gnuplot-quoted here) unless VAR is one of
-# the numeric variables.
+# gnuplot SCRIPT OUT VAR=VALUE...: values are strings (in gnuplot's single quotes, a quote
+# doubled) unless VAR is one of the numeric variables.
 draw() {
   local script="$1" out="$2"
   shift 2
-  local defs="term='$term'; out='$out'" kv
+  local defs="term='$term'; out='$out'" kv value
   for kv in "$@"; do
     case "${kv%%=*}" in
       calls | tail) defs+="; ${kv}" ;;
-      *) defs+="; ${kv%%=*}='${kv#*=}'" ;;
+      *) value="${kv#*=}"; defs+="; ${kv%%=*}='${value//\'/\'\'}'" ;;
     esac
   done
   if gnuplot -e "$defs" "$here/$script" && [[ -s "$out" ]]; then
@@ -89,6 +92,7 @@ fi
 
 # ---- workload: one plot per (workload, load) ----
 shopt -s nullglob
+tab=$'\t'
 declare -A keys=()
 for f in workload-*-homarpc.dat workload-*-grpc.dat; do
   key="${f%-*}"  # workload-w3-80
@@ -98,9 +102,24 @@ for key in "${!keys[@]}"; do
   rest="${key#workload-}"  # w3-80
   w="${rest%-*}"
   load="${rest##*-}"
+  # The reference the data files' slowdowns divide by: homarpc's for both systems, unless the
+  # run's JSON lines say otherwise (load_scenarios.cc: without a homarpc calibration each system
+  # is divided by its own).
+  ref=""
+  if [[ -f "workload-$w.jsonl" ]]; then
+    ref="$(awk -v want=reference -v where="scenario=workload${tab}point=load${tab}label=$w $load%" \
+      -f "$here/jsonl.awk" "workload-$w.jsonl")"
+  fi
+  if [[ -z "$ref" || "$ref" == homarpc ]]; then
+    ref_text="homarpc's unloaded latency (common reference, both systems)"
+    ref_short="common reference"
+  else
+    ref_text="each system's own unloaded latency (own reference)"
+    ref_short="own reference"
+  fi
   draw by_size.gp "$key.png" \
-    "ttl=${w^^} at ${load}% load: slowdown by request size (latency / unloaded latency)" \
-    "xlab=request size (upper bound of the bucket)" "ylab=slowdown" \
+    "ttl=${w^^} at ${load}% load: slowdown = latency / $ref_text" \
+    "xlab=request size (upper bound of the bucket)" "ylab=slowdown ($ref_short)" \
     "homa=$(exists_or_empty "$key-homarpc.dat")" "grpc=$(exists_or_empty "$key-grpc.dat")" \
     calls=4
 done
