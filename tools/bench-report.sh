@@ -27,7 +27,7 @@
 #   tools/testbed.sh run --hosts=3 --rate=R --buffer=Q --priorities=8 -- \
 #       BUILD/tools/homarpc-bench --testbed --scenario=S ... --data_dir=DIR/benchmarks \
 #       --json_out=DIR/benchmarks/<run>.jsonl
-# where Q, the queue limit in bytes, is 2 ms of the link rate R, at least 64 KiB (queue_bytes).
+# where Q, the queue limit in bytes, is 2 ms of the link rate R, at least 128 KiB (queue_bytes).
 # `mixed` runs both of its variants (separate channels, and one shared channel); `workload`
 # runs once per workload, each at its own link rate (the table `workload_rate` below); `cpu`
 # runs twice: both systems with their defaults (run `cpu`), then homarpc alone without
@@ -72,13 +72,15 @@ all_workloads=(w1 w2 w3 w4 w5)
 # ---- The measurement plan ----
 # Every run uses 3 hosts (server on host 0, clients on hosts 1 and 2) and switch ports like a
 # datacenter switch's: 8 strict-priority queues chosen by DSCP, each with a shallow buffer that
-# scales with the link rate: 2 ms of the rate, at least 64 KiB (the burst the shapers allow,
-# tools/testbed.sh). A fixed 256 KB queue (tools/testbed.sh's default) would hold 2 ms at
+# scales with the link rate: 2 ms of the rate, at least 128 KiB: two of the 64 KiB GSO packets
+# TCP hands the shaper. A queue smaller than one such packet drops every one of them (measured:
+# with a 64 KiB queue at 150 Mbit/s, gRPC completed under 1% of W3's offered load). A fixed
+# 256 KB queue (tools/testbed.sh's default) would hold 2 ms at
 # 1 Gbit/s but 14 ms at 150 Mbit/s and 210 ms at 10 Mbit/s, inflating TCP's tails by the queue
 # alone. The limit is passed to tools/testbed.sh in bytes.
 hosts=3
 queue_ms=2
-queue_min_bytes=65536
+queue_min_bytes=131072
 priorities=8
 default_rate=1gbit
 # Link rate per workload. The offered load is a fraction of the link rate in request bytes, so
@@ -88,12 +90,12 @@ default_rate=1gbit
 # workload runs at the rate where 80% load is about 5000 calls/s (the `cpu` scenario's default
 # rate; the two cores run the server and both client hosts), capped at the 1 Gbit/s default:
 #   rate_mbps ~ 5000 * mean_bytes * 8 / 0.8 / 1e6, rounded     queue (queue_bytes)
-#   W1 mean 189 B     ->   9.5 -> 10 Mbit/s   (80%: 5300 calls/s)   65536 B = 52 ms
-#   W2 mean 442 B     ->  22   -> 20 Mbit/s   (80%: 4500 calls/s)   65536 B = 26 ms
-#   W3 mean 2.9 KB    -> 146   -> 150 Mbit/s  (80%: 5100 calls/s)   65536 B = 3.5 ms
+#   W1 mean 189 B     ->   9.5 -> 10 Mbit/s   (80%: 5300 calls/s)   131072 B = 105 ms
+#   W2 mean 442 B     ->  22   -> 20 Mbit/s   (80%: 4500 calls/s)   131072 B = 52 ms
+#   W3 mean 2.9 KB    -> 146   -> 150 Mbit/s  (80%: 5100 calls/s)   131072 B = 7 ms
 #   W4 mean 128 KB    -> 6390  -> 1 Gbit/s    (80%: 780 calls/s)    250000 B = 2 ms
 #   W5 mean 2.6 MB    ->         1 Gbit/s     (80%: 39 calls/s)     250000 B = 2 ms
-# (means from tools/bench/workloads/w*.cdf). At the low rates the 64 KiB floor is more than
+# (means from tools/bench/workloads/w*.cdf). At the low rates the 128 KiB floor is more than
 # 2 ms; the report shows each run's queue in bytes and in ms.
 declare -A workload_rate=([w1]=10mbit [w2]=20mbit [w3]=150mbit [w4]=1gbit [w5]=1gbit)
 # Measuring time per point, in ms. `unloaded` has ~10 sizes x 2 systems; `mixed` 2 variants x 2
@@ -513,6 +515,39 @@ targets_workload_rows() {  # w load(50|80)
   fi
 }
 
+# What a reader must know to weigh these numbers: the testbed's own artifacts, each measured
+# or read off the setup, and where the long tails come from.
+caveats_section() {
+  cat <<'EOF2'
+## Reading these numbers
+
+- **All hosts share two cores.** The server and every client host are processes on one 2-CPU
+  machine, so a host's work competes with the others' for a core, which real hosts do not.
+  homarpc busy-polls (its loops spin briefly when work is expected), and the bulk copies of
+  multi-megabyte messages (serializing, parsing, page faults) run for milliseconds; a small
+  call's thread that wakes then may wait for a core. The slow small calls of `mixed` and
+  `workload` cluster at the moments multi-megabyte messages start or finish, and complete
+  together when the burst ends (measured with per-call start times and `perf sched`); they,
+  not queueing in the network, set homarpc's p99 here: in `mixed`, sampled with `tc -s`, the
+  switch queues held at most a packet of homarpc's and dropped nothing.
+- **The unloaded reference is a software round trip.** The shapers let an idle link pass a
+  burst (64 KB) at once, so a lone small request crosses the testbed without serialization
+  delay: homarpc's unloaded 64 B round trip is ~11-18 us, all software. Slowdown 5 would mean
+  a p99 of ~60-90 us under load on two shared cores, below one thread wake-up here (~50 us)
+  plus the work of the other hosts.
+- **The burst flatters TCP at mid sizes.** The same 64 KB burst lets TCP hand over a 16-64 KiB
+  message at once on an idle link, while homarpc paces itself to the link rate (keeping the
+  switch queue short is what its pacer is for); so gRPC's unloaded latency at those sizes is
+  below the wire time, and homarpc's is not.
+- **Queues per priority.** Each of the 8 priority queues of a port holds up to the queue limit;
+  gRPC's TCP uses one of them, homarpc several. Homa's short messages ride the top queues,
+  which stay nearly empty.
+- **CPU time per RPC includes the network.** Sending through the testbed's veth, bridge and
+  shapers is kernel work charged to the sending process, for both systems.
+
+EOF2
+}
+
 targets_section() {
   cat <<'EOF'
 ## Targets
@@ -715,7 +750,8 @@ within what two cores can serve (about 5000 calls/s; the table \`workload_rate\`
 \`tools/bench-report.sh\` says how each rate was chosen).
 
 The queue limit scales with the link rate, like a switch buffer sized in time: ${queue_ms} ms
-of the rate, at least ${queue_min_bytes} bytes (64 KiB, the shapers' burst), passed to
+of the rate, at least ${queue_min_bytes} bytes (two of the 64 KiB GSO packets TCP hands the
+shaper: a queue smaller than one drops every one of them), passed to
 \`tools/testbed.sh --buffer\` in bytes. So a queue holds about ${queue_ms} ms at 1 Gbit/s, and more
 at the low rates, where the floor applies; the table gives each run's value in bytes and in ms
 of its link rate. "mode" is how the run was made: \`quick\` (\`--quick\`, short points) or
@@ -730,6 +766,7 @@ EOF
       echo "| \`$id\` | $(info "$data/$id.info" mode) | $(info "$data/$id.info" rate) | $(queue_cell "$data/$id.info") | $(info "$data/$id.info" priorities) | $(info "$data/$id.info" duration_ms) ms | $(info "$data/$id.info" rc) |"
     done
     echo
+    caveats_section
     targets_section
     if ((!plots_ok)); then
       echo "_Some plots are missing: gnuplot was not available or failed (see the script's messages)._"
