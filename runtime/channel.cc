@@ -76,12 +76,15 @@ absl::Status BuildTransportOptions(const ChannelArguments& args, const transport
 
   if (absl::Status s = internal::ApplyTransportArgs(args, options); !s.ok()) return s;
 
-  const int timeout_ms = args.GetInt(kArgUnavailableTimeoutMs, 100);
+  // One tick per millisecond. The default silence before UNAVAILABLE is 100 ms, longer on a
+  // slow link (Config::FitTimersToLink, applied with the link rate above).
+  config.tick_usecs = 1000;
+  const int timeout_ms = args.GetInt(
+      kArgUnavailableTimeoutMs, static_cast<int>(std::max<uint32_t>(100, config.timeout_ticks)));
   if (timeout_ms <= 0) {
     return absl::InvalidArgumentError(absl::StrCat(kArgUnavailableTimeoutMs, " must be positive"));
   }
-  // One tick per millisecond; the transport needs the timeout to exceed the first resend.
-  config.tick_usecs = 1000;
+  // The transport needs the timeout to exceed the first resend.
   config.timeout_ticks = static_cast<uint32_t>(std::max(timeout_ms, 2));
   config.resend_ticks = std::min(config.resend_ticks, config.timeout_ticks - 1);
   config.resend_interval = std::min(config.resend_interval, config.resend_ticks);

@@ -55,12 +55,15 @@ inline constexpr char kArgSpinMicros[] = "homarpc.spin_us";
 // Link MTU the transport packetises for (default 1500).
 inline constexpr char kArgMtu[] = "homarpc.mtu";
 // Uplink rate in Mbit/s the sender paces its data to (default 25000, a 25 Gbit/s NIC);
-// 0 = no pacing (loopback, or a NIC that paces itself).
+// 0 = no pacing (loopback, or a NIC that paces itself). On a slow link (below ~200 Mbit/s)
+// it also stretches the loss-recovery timers (transport::Config::FitTimersToLink): RESENDs
+// wait for a switch queue's drain time, and the default UNAVAILABLE timeout grows with it.
 inline constexpr char kArgLinkMbps[] = "homarpc.link_mbps";
 // "auto" (default), "uring" or "epoll".
 inline constexpr char kArgIoBackend[] = "homarpc.io_backend";
-// Milliseconds of silence from the server after which a call fails UNAVAILABLE (default 100;
-// this is how long a call to an address where nothing listens takes to fail).
+// Milliseconds of silence from the server after which a call fails UNAVAILABLE (default 100,
+// or ten RESEND intervals on a slow link, see kArgLinkMbps; this is how long a call to an
+// address where nothing listens takes to fail).
 inline constexpr char kArgUnavailableTimeoutMs[] = "homarpc.unavailable_timeout_ms";
 // Loop threads of a server (ServerBuilder::AddChannelArgument), default 1.
 inline constexpr char kArgServerLoops[] = "homarpc.server_loops";

@@ -34,6 +34,7 @@ absl::Status ApplyTransportArgs(const ChannelArguments& args, UdpTransportOption
     return absl::InvalidArgumentError(absl::StrCat(kArgLinkMbps, " must not be negative"));
   }
   config.link_mbps = static_cast<uint32_t>(link_mbps);
+  config.FitTimersToLink();  // slow links: later RESENDs, a longer silence before giving up
 
   if (const std::string* io = args.GetString(kArgIoBackend); io != nullptr) {
     const std::optional<transport::IoKind> kind = transport::ParseIoKind(*io);

@@ -1,5 +1,7 @@
 #include "transport/config.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "transport/wire.h"
 
@@ -41,6 +43,18 @@ absl::Status Config::Validate() const {
 uint32_t Config::PayloadPerPacket(bool ipv6) const {
   const uint32_t ip_and_udp = ipv6 ? 40 + 8 : 20 + 8;
   return mtu - ip_and_udp - static_cast<uint32_t>(wire::kDataHeaderSize);
+}
+
+void Config::FitTimersToLink() {
+  if (link_mbps == 0 || tick_usecs == 0) return;
+  // Bits / (Mbit/s) = microseconds.
+  const uint64_t drain_usecs = kSlowLinkQueueBytes * 8 / link_mbps;
+  const uint64_t ticks = (drain_usecs + tick_usecs - 1) / tick_usecs;
+  if (ticks <= resend_ticks) return;
+  const uint32_t fitted = static_cast<uint32_t>(std::min<uint64_t>(ticks, 1u << 20));
+  resend_ticks = std::max(resend_ticks, fitted);
+  resend_interval = std::max(resend_interval, fitted);
+  timeout_ticks = std::max(timeout_ticks, 10 * resend_ticks);
 }
 
 }  // namespace homarpc::transport
