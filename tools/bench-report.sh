@@ -542,6 +542,13 @@ caveats_section() {
 - **Queues per priority.** Each of the 8 priority queues of a port holds up to the queue limit;
   gRPC's TCP uses one of them, homarpc several. Homa's short messages ride the top queues,
   which stay nearly empty.
+- **Load counts request payload, and homarpc's per-call overhead is larger.** Each homarpc
+  request carries ~180 bytes besides its payload (a 56-byte Homa DATA header, the envelope with
+  the full method name, UDP/IP/Ethernet), where HTTP/2 indexes the method with HPACK and TCP
+  packs several small calls into one segment. W1's requests average 189 bytes, so "50% load"
+  is about 100% of the link on the wire for homarpc (W2 at 80%: ~110%): homarpc's W1 runs and
+  W2 at 80% are overloaded and collapse (most calls time out), while gRPC's are not. Sending
+  a method id instead of its name is the fix this calls for.
 - **CPU time per RPC includes the network.** Sending through the testbed's veth, bridge and
   shapers is kernel work charged to the sending process, for both systems.
 
