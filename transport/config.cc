@@ -51,9 +51,8 @@ void Config::FitTimersToLink() {
   const uint64_t drain_usecs = kSlowLinkQueueBytes * 8 / link_mbps;
   const uint64_t ticks = (drain_usecs + tick_usecs - 1) / tick_usecs;
   if (ticks <= resend_ticks) return;
-  const uint32_t fitted = static_cast<uint32_t>(std::min<uint64_t>(ticks, 1u << 20));
-  resend_ticks = std::max(resend_ticks, fitted);
-  resend_interval = std::max(resend_interval, fitted);
+  resend_ticks = static_cast<uint32_t>(std::min<uint64_t>(ticks, 1u << 20));
+  resend_interval = std::max(resend_interval, resend_ticks);
   timeout_ticks = std::max(timeout_ticks, 10 * resend_ticks);
 }
 

@@ -19,6 +19,7 @@
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/types.h>
 #include <sys/wait.h>
@@ -30,11 +31,13 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <new>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "tools/bench/system.h"
@@ -212,6 +215,29 @@ class ReportReader {
 // The stop flag, in a page shared by the parent and the server child.
 struct SharedControl {
   std::atomic<int> stop{0};
+};
+
+// The parent's mapping of that page: mapped before the fork (the child inherits it), unmapped
+// when the parent's point is over. Move-only.
+class SharedControlPage {
+ public:
+  static absl::StatusOr<SharedControlPage> Map() {
+    void* page = mmap(nullptr, sizeof(SharedControl), PROT_READ | PROT_WRITE,
+                      MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (page == MAP_FAILED) return transport::ErrnoToStatus(errno, "mmap for the stop flag");
+    return SharedControlPage(new (page) SharedControl);
+  }
+  SharedControlPage(SharedControlPage&& other) noexcept
+      : control_(std::exchange(other.control_, nullptr)) {}
+  SharedControlPage& operator=(SharedControlPage&&) = delete;
+  ~SharedControlPage() {
+    if (control_ != nullptr) munmap(control_, sizeof(SharedControl));
+  }
+  SharedControl* get() const { return control_; }
+
+ private:
+  explicit SharedControlPage(SharedControl* control) : control_(control) {}
+  SharedControl* control_;
 };
 
 class PipeServerEnv final : public ServerEnv {

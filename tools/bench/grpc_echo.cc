@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "grpcpp/grpcpp.h"
 #include "tools/bench/echo_grpc.grpc.pb.h"
+#include "tools/bench/grpc_status.h"
 #include "tools/bench/rpc_driver.h"
 #include "tools/bench/rpc_scenarios.h"
 
@@ -25,15 +26,9 @@ using grpc_echo::EchoRequest;
 using grpc_echo::EchoResponse;
 using Stub = grpc_echo::Echo::Stub;
 
-absl::Status CallError(const ::grpc::Status& status) {
-  // gRPC's codes and absl's have the same numbers.
-  return absl::Status(static_cast<absl::StatusCode>(status.error_code()),
-                      absl::StrCat("grpc: ", status.error_message()));
-}
-
 absl::StatusOr<uint64_t> ResponseBytes(const ::grpc::Status& status,
                                        const EchoResponse& response) {
-  if (!status.ok()) return CallError(status);
+  if (!status.ok()) return GrpcCallError(status);
   return response.payload().size();
 }
 

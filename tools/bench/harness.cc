@@ -26,7 +26,6 @@
 // lives in child_process.h, shared with load_harness.cc.
 #include "tools/bench/harness.h"
 
-#include <sys/mman.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -59,6 +58,7 @@ using child_process::PutU64;
 using child_process::ReadFromChild;
 using child_process::ReportReader;
 using child_process::SharedControl;
+using child_process::SharedControlPage;
 using child_process::WriteAll;
 using transport::ErrnoToStatus;
 
@@ -216,14 +216,9 @@ Result BuildResult(const Point& point, absl::string_view system_name, bool is_fl
 }
 
 absl::StatusOr<Result> RunPoint(const System& system, const Point& point) {
-  void* page = mmap(nullptr, sizeof(SharedControl), PROT_READ | PROT_WRITE,
-                    MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-  if (page == MAP_FAILED) return ErrnoToStatus(errno, "mmap for the stop flag");
-  auto* control = new (page) SharedControl;
-  struct Unmap {
-    void* page;
-    ~Unmap() { munmap(page, sizeof(SharedControl)); }
-  } unmap{page};
+  absl::StatusOr<SharedControlPage> page = SharedControlPage::Map();
+  if (!page.ok()) return page.status();
+  SharedControl* const control = page->get();
 
   Pipe server_pipe;
   if (!server_pipe.ok()) return ErrnoToStatus(errno, "pipe");

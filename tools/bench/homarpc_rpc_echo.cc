@@ -24,15 +24,9 @@ using homa_echo::EchoRequest;
 using homa_echo::EchoResponse;
 using Stub = homa_echo::Echo::Stub;
 
-absl::Status CallError(const homarpc::Status& status) {
-  // homarpc's codes are gRPC's, which are absl's.
-  return absl::Status(static_cast<absl::StatusCode>(status.error_code()),
-                      absl::StrCat("homarpc: ", status.error_message()));
-}
-
 absl::StatusOr<uint64_t> ResponseBytes(const homarpc::Status& status,
                                        const EchoResponse& response) {
-  if (!status.ok()) return CallError(status);
+  if (!status.ok()) return HomarpcCallError(status);
   return response.payload().size();
 }
 

@@ -1,5 +1,6 @@
 // homarpc_settings: how homarpc-bench hands a point's transport settings (RunSettings,
-// system.h) to homarpc, as the same channel arguments on a client channel and on a server.
+// system.h) to homarpc, as the same channel arguments on a client channel and on a server,
+// and how it reports a failed homarpc call.
 // Shared by the RPC scenarios (homarpc_rpc_echo.cc) and the load scenarios (load_homarpc.cc),
 // so both measure homarpc configured alike.
 //
@@ -9,6 +10,9 @@
 #define HOMARPC_TOOLS_BENCH_HOMARPC_SETTINGS_H_
 
 #include <string>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
 
 #include "homarpc/homarpc.h"
 #include "tools/bench/system.h"
@@ -43,6 +47,12 @@ inline void ApplySettings(const RunSettings& settings, homarpc::ServerBuilder* b
       [builder](const char* key, const std::string& value) {
         builder->AddChannelArgument(key, value);
       });
+}
+
+// A failed call as the point's error; homarpc's codes are gRPC's, which are absl's.
+inline absl::Status HomarpcCallError(const homarpc::Status& status) {
+  return absl::Status(static_cast<absl::StatusCode>(status.error_code()),
+                      absl::StrCat("homarpc: ", status.error_message()));
 }
 
 }  // namespace homarpc::bench

@@ -30,6 +30,7 @@
 #include "absl/strings/str_cat.h"
 #include "grpcpp/grpcpp.h"
 #include "tools/bench/echo_grpc.grpc.pb.h"
+#include "tools/bench/grpc_status.h"
 #include "tools/bench/load.h"
 #include "tools/bench/load_scenarios.h"
 #include "tools/bench/rpc_scenarios.h"
@@ -40,12 +41,6 @@ namespace {
 using grpc_echo::EchoRequest;
 using grpc_echo::EchoResponse;
 using Stub = grpc_echo::Echo::Stub;
-
-absl::Status CallError(const ::grpc::Status& status) {
-  // gRPC's codes and absl's have the same numbers.
-  return absl::Status(static_cast<absl::StatusCode>(status.error_code()),
-                      absl::StrCat("grpc: ", status.error_message()));
-}
 
 class FetchService final : public grpc_echo::Echo::Service {
  public:
@@ -111,7 +106,7 @@ class GrpcLoadChannel final : public LoadChannel {
           std::unique_ptr<Call> owned(call);
           absl::StatusOr<uint64_t> result =
               status.ok() ? absl::StatusOr<uint64_t>(owned->response.payload().size())
-                          : absl::StatusOr<uint64_t>(CallError(status));
+                          : absl::StatusOr<uint64_t>(GrpcCallError(status));
           std::function<void(absl::StatusOr<uint64_t>)> done = std::move(owned->done);
           owned.reset();
           done(std::move(result));

@@ -43,7 +43,6 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
-#include <sys/mman.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -84,6 +83,7 @@ using child_process::PutU64;
 using child_process::ReadFromChild;
 using child_process::ReportReader;
 using child_process::SharedControl;
+using child_process::SharedControlPage;
 using child_process::WriteAll;
 using transport::ErrnoToStatus;
 
@@ -505,14 +505,9 @@ void SendGo(const Clients& clients) {
 absl::StatusOr<LoadReport> RunLoadPoint(const LoadSystem& system, const LoadPoint& point) {
   if (absl::Status valid = ValidatePoint(point); !valid.ok()) return valid;
 
-  void* page = mmap(nullptr, sizeof(SharedControl), PROT_READ | PROT_WRITE,
-                    MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-  if (page == MAP_FAILED) return ErrnoToStatus(errno, "mmap for the stop flag");
-  auto* control = new (page) SharedControl;
-  struct Unmap {
-    void* page;
-    ~Unmap() { munmap(page, sizeof(SharedControl)); }
-  } unmap{page};
+  absl::StatusOr<SharedControlPage> page = SharedControlPage::Map();
+  if (!page.ok()) return page.status();
+  SharedControl* const control = page->get();
 
   // ---- The server ----
   Pipe server_pipe;
@@ -523,7 +518,7 @@ absl::StatusOr<LoadReport> RunLoadPoint(const LoadSystem& system, const LoadPoin
     server_pipe.CloseRead();
     ServerChildMain(system, point, server_pipe.write_fd(), control);
   }
-  // Declared after `unmap` and the pipes, so destroyed (killed, reaped) before them.
+  // Declared after `page` and the pipes, so destroyed (killed, reaped) before them.
   ServerProcess server(server_pid);
   server.pipe = &server_pipe;
   server_pipe.CloseWrite();

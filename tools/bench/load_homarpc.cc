@@ -45,12 +45,6 @@ using homa_echo::EchoRequest;
 using homa_echo::EchoResponse;
 using Stub = homa_echo::Echo::Stub;
 
-absl::Status CallError(const homarpc::Status& status) {
-  // homarpc's codes are gRPC's, which are absl's.
-  return absl::Status(static_cast<absl::StatusCode>(status.error_code()),
-                      absl::StrCat("homarpc: ", status.error_message()));
-}
-
 class FetchService final : public homa_echo::Echo::Service {
  public:
   explicit FetchService(uint64_t max_message_bytes) : payload_(max_message_bytes, 'x') {}
@@ -115,7 +109,7 @@ class HomarpcLoadChannel final : public LoadChannel {
           std::unique_ptr<Call> owned(call);
           absl::StatusOr<uint64_t> result =
               status.ok() ? absl::StatusOr<uint64_t>(owned->response.payload().size())
-                          : absl::StatusOr<uint64_t>(CallError(status));
+                          : absl::StatusOr<uint64_t>(HomarpcCallError(status));
           std::function<void(absl::StatusOr<uint64_t>)> done = std::move(owned->done);
           owned.reset();
           done(std::move(result));
