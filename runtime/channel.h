@@ -61,6 +61,10 @@ inline constexpr char kArgMtu[] = "homarpc.mtu";
 inline constexpr char kArgLinkMbps[] = "homarpc.link_mbps";
 // "auto" (default), "uring" or "epoll".
 inline constexpr char kArgIoBackend[] = "homarpc.io_backend";
+// 1 (default): a one-packet request made on the caller's thread while the transport's loop
+// sleeps is sent by the caller itself, without waking the loop (transport::Config::
+// direct_send); 0: every request goes through the loop thread.
+inline constexpr char kArgDirectSend[] = "homarpc.direct_send";
 // Milliseconds of silence from the server after which a call fails UNAVAILABLE (default 100,
 // or ten RESEND intervals on a slow link, see kArgLinkMbps; this is how long a call to an
 // address where nothing listens takes to fail).

@@ -12,7 +12,9 @@
 // only dereferences active_call_ under that same mutex. An asynchronous call is one
 // make_shared; the context's active_call_ owns it until the completion callback moves it out.
 // The request is encoded straight into the one transport::Buffer that is sent (envelope header,
-// then the protobuf serialized in place); the response's bytes stay in the transport's Buffer,
+// then the protobuf serialized in place) -- or, for a blocking call with a payload of
+// kZeroCopyMinBytes or more, its large fields are borrowed (payload_encoder.h) and the call
+// returns only once the transport has released them; the response's bytes stay in the transport's Buffer,
 // which the context keeps so the server-metadata views stay valid; the payload is parsed from
 // it in place. The transport callback captures one raw pointer, so std::function stores it
 // without allocating.
@@ -60,6 +62,7 @@
 #include "runtime/envelope.h"
 #include "runtime/executor.h"
 #include "runtime/metadata.h"
+#include "runtime/payload_encoder.h"
 #include "transport/clock.h"
 
 namespace homarpc::internal {
@@ -110,13 +113,15 @@ Status ClientCall::Blocking(ChannelImpl& channel, const RpcMethod& method, Clien
   }
   const uint64_t call_id = channel.next_call_id_.fetch_add(1, std::memory_order_relaxed);
   int64_t deadline_nanos = INT64_MAX;
-  transport::Buffer buffer;
-  Status status = Encode(channel, method, *context, request, call_id, &deadline_nanos, &buffer);
-  if (!status.ok()) return status;
+  // Constructed first: a zero-copy request notifies it when released.
   ClientCall call(&channel, context, response, nullptr);
+  transport::MessageBytes bytes;
+  Status status = Encode(channel, method, *context, request, call_id, &deadline_nanos,
+                         &call.request_released_, &call.request_borrowed_, &bytes);
+  if (!status.ok()) return status;
   // Non-owning alias (see DESIGN NOTES): `call` outlives its registration in the context.
   const std::shared_ptr<ClientCall> alias(std::shared_ptr<ClientCall>(), &call);
-  status = call.Start(alias, call_id, std::move(buffer), deadline_nanos);
+  status = call.Start(alias, call_id, std::move(bytes), deadline_nanos);
   if (!status.ok()) return status;
   return call.Wait();
 }
@@ -131,15 +136,17 @@ void ClientCall::Async(ChannelImpl& channel, const RpcMethod& method, ClientCont
   }
   const uint64_t call_id = channel.next_call_id_.fetch_add(1, std::memory_order_relaxed);
   int64_t deadline_nanos = INT64_MAX;
-  transport::Buffer buffer;
-  Status status = Encode(channel, method, *context, request, call_id, &deadline_nanos, &buffer);
+  transport::MessageBytes bytes;
+  // Copied, never borrowed: the caller may drop the request once the call has started.
+  Status status = Encode(channel, method, *context, request, call_id, &deadline_nanos,
+                         /*released=*/nullptr, /*borrowed=*/nullptr, &bytes);
   if (!status.ok()) {
     on_done(std::move(status));
     return;
   }
   // `call` keeps the call alive until Start() returns even if it completes inside it.
   auto call = std::make_shared<ClientCall>(&channel, context, response, std::move(on_done));
-  status = call->Start(call, call_id, std::move(buffer), deadline_nanos);
+  status = call->Start(call, call_id, std::move(bytes), deadline_nanos);
   if (!status.ok()) {
     std::function<void(Status)> done = std::move(call->on_done_);
     done(std::move(status));
@@ -149,7 +156,8 @@ void ClientCall::Async(ChannelImpl& channel, const RpcMethod& method, ClientCont
 Status ClientCall::Encode(const ChannelImpl& channel, const RpcMethod& method,
                           const ClientContext& context,
                           const google::protobuf::MessageLite& request, uint64_t call_id,
-                          int64_t* deadline_nanos, transport::Buffer* out) {
+                          int64_t* deadline_nanos, absl::Notification* released, bool* borrowed,
+                          transport::MessageBytes* out) {
   const ChannelLimits& limits = channel.limits_;
   Envelope envelope;
   envelope.kind = EnvelopeKind::kRequest;
@@ -201,6 +209,16 @@ Status ClientCall::Encode(const ChannelImpl& channel, const RpcMethod& method,
                                " bytes exceeds the transport's message limit of ",
                                limits.max_message_length));
   }
+  if (released != nullptr && payload >= kZeroCopyMinBytes) {
+    transport::Buffer head(header + kZeroCopyHeadScratch);
+    EncodeHeader(envelope, absl::Span<uint8_t>(head.data(), header));
+    if (!EncodeBorrowing(request, payload, std::move(head), header, out)) {
+      return Status(StatusCode::INTERNAL, "request changed while it was being serialized");
+    }
+    out->OnRelease([released] { released->Notify(); });
+    *borrowed = true;
+    return Status::OK;
+  }
   transport::Buffer buffer(header + payload);
   EncodeHeader(envelope, absl::Span<uint8_t>(buffer.data(), header));
   request.SerializeWithCachedSizesToArray(buffer.data() + header);
@@ -209,7 +227,7 @@ Status ClientCall::Encode(const ChannelImpl& channel, const RpcMethod& method,
 }
 
 Status ClientCall::Start(const std::shared_ptr<ClientCall>& self, uint64_t call_id,
-                         transport::Buffer request, int64_t deadline_nanos) {
+                         transport::MessageBytes request, int64_t deadline_nanos) {
   ClientContext* const context = context_;
   dest_ = channel_->PickAddress();
   call_id_ = call_id;
@@ -248,10 +266,14 @@ Status ClientCall::Start(const std::shared_ptr<ClientCall>& self, uint64_t call_
 
 Status ClientCall::Wait() {
   const int64_t spin = channel_->spin_nanos_;
-  if (spin > 0 && !notification_.HasBeenNotified()) {
+  auto ready = [this] {
+    return notification_.HasBeenNotified() &&
+           (!request_borrowed_ || request_released_.HasBeenNotified());
+  };
+  if (spin > 0 && !ready()) {
     const transport::Clock* clock = transport::MonotonicClock::Get();
     const int64_t start = clock->NowNanos();
-    for (uint32_t n = 1; !notification_.HasBeenNotified(); ++n) {
+    for (uint32_t n = 1; !ready(); ++n) {
       CpuRelax();
       if (n % 16 != 0) continue;
       if (clock->NowNanos() - start >= spin) break;
@@ -262,6 +284,9 @@ Status ClientCall::Wait() {
     }
   }
   notification_.WaitForNotification();
+  // The transport releases a borrowed request when the RPC ends, right after the outcome;
+  // `request` (the caller's) must not go before.
+  if (request_borrowed_) request_released_.WaitForNotification();
   {
     absl::MutexLock lock(&context_->mu_);
     context_->active_call_.reset();

@@ -32,6 +32,7 @@
 #include "runtime/status.h"
 #include "transport/address.h"
 #include "transport/buffer.h"
+#include "transport/message_bytes.h"
 
 namespace google::protobuf {
 class MessageLite;
@@ -135,19 +136,23 @@ class ClientCall {
   void FinishCancel() { CancelOnce(); }
 
  private:
-  // Validates the call and the context and encodes the request (envelope header + payload)
-  // into one buffer; computes the transport deadline. A non-OK status means the call fails
-  // with it and nothing is sent. Calling thread, before the call is registered.
+  // Validates the call and the context and encodes the request (envelope header + payload);
+  // computes the transport deadline. A non-OK status means the call fails with it and nothing
+  // is sent. Calling thread, before the call is registered. With `released` set, a large
+  // request is encoded zero-copy (payload_encoder.h): `*out` then borrows from `request`,
+  // `*borrowed` is set and `released` is notified when the transport lets go of it.
   static Status Encode(const ChannelImpl& channel, const RpcMethod& method,
                        const ClientContext& context, const google::protobuf::MessageLite& request,
-                       uint64_t call_id, int64_t* deadline_nanos, transport::Buffer* out);
+                       uint64_t call_id, int64_t* deadline_nanos, absl::Notification* released,
+                       bool* borrowed, transport::MessageBytes* out);
   // Registers `self` (this call: owning for an asynchronous call, a non-owning alias for a
   // blocking one) as the context's active call and sends `request`. A non-OK status means
   // nothing was sent and the call is not registered (the context was cancelled first).
-  Status Start(const std::shared_ptr<ClientCall>& self, uint64_t call_id, transport::Buffer request,
-               int64_t deadline_nanos);
-  // Blocking calls: waits (spin, then sleep) for the outcome, unregisters the call from the
-  // context and completes it, on the calling thread.
+  Status Start(const std::shared_ptr<ClientCall>& self, uint64_t call_id,
+               transport::MessageBytes request, int64_t deadline_nanos);
+  // Blocking calls: waits (spin, then sleep) for the outcome -- and, for a request sent
+  // zero-copy, for the transport to release it -- unregisters the call from the context and
+  // completes it, on the calling thread.
   Status Wait();
   // The transport's response callback (a transport thread).
   void OnTransportDone(absl::StatusOr<transport::Buffer> response);
@@ -173,6 +178,10 @@ class ClientCall {
   // Blocking calls: the transport thread parks the outcome here and notifies.
   absl::Notification notification_;
   absl::StatusOr<transport::Buffer> result_;
+  // Blocking calls whose request borrows the caller's message: notified by the transport
+  // when it no longer reads it.
+  bool request_borrowed_ = false;
+  absl::Notification request_released_;
 };
 
 }  // namespace homarpc::internal

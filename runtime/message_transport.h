@@ -7,6 +7,10 @@
 // - SendRequest() is thread-safe; `done` fires exactly once, on a transport thread, with the
 //   response or an error (UNAVAILABLE: nobody answers / refused; DEADLINE_EXCEEDED: the
 //   deadline passed; RESOURCE_EXHAUSTED: too large; CANCELLED: aborted or shutting down).
+// - The transport owns what SendRequest() and Reply() are given until it is done with it: a
+//   MessageBytes that borrows memory (zero-copy, message_bytes.h) runs its release callback
+//   when the RPC has ended and no packet points into it any more -- on a transport thread, or
+//   on the calling thread when the message is refused before anything is sent.
 // - Requests reach the RequestHandler on a transport thread, which must not block for long;
 //   Reply() is thread-safe and is called exactly once per request (the runtime guarantees it).
 // - Stop() (and destruction, which calls it) stops the transport's threads; client RPCs still
@@ -36,11 +40,12 @@ class MessageTransport {
 
   virtual transport::Address local_address() const = 0;
   // `deadline_nanos` is on MonotonicClock; INT64_MAX = none.
-  virtual uint64_t SendRequest(const transport::Address& dest, transport::Buffer request,
+  virtual uint64_t SendRequest(const transport::Address& dest, transport::MessageBytes request,
                                ResponseCallback done, int64_t deadline_nanos) = 0;
   // Ends a client RPC early; its callback fires with `status`. Unknown ids are ignored.
   virtual void Abort(uint64_t id, absl::Status status) = 0;
-  virtual void Reply(const transport::IncomingRequest& request, transport::Buffer response) = 0;
+  virtual void Reply(const transport::IncomingRequest& request,
+                     transport::MessageBytes response) = 0;
   // How long a blocked caller should spin before sleeping (the transport's poll time).
   virtual int64_t spin_nanos() const = 0;
   // Server RPCs the transport still holds (response not yet fully sent and acknowledged);

@@ -43,11 +43,13 @@
 #include <cstddef>
 #include <exception>
 #include <limits>
+#include <memory>
 #include <new>
 
 #include "absl/strings/str_cat.h"
 #include "runtime/deadline.h"
 #include "runtime/metadata.h"
+#include "runtime/payload_encoder.h"
 #include "runtime/server_impl.h"
 #include "runtime/target.h"
 #include "transport/clock.h"
@@ -408,7 +410,7 @@ void ServerCall::SendStatusOnly(const Status& status) {
   transport_->Reply(request_, EncodeStatusResponse(call_id_, status));
 }
 
-transport::Buffer ServerCall::EncodeResponse(const Status& handler_status) {
+transport::MessageBytes ServerCall::EncodeResponse(const Status& handler_status) {
   const ServerLimits& limits = server_->limits();
   Status status = metadata_error_ ? *metadata_error_ : handler_status;
 
@@ -446,6 +448,21 @@ transport::Buffer ServerCall::EncodeResponse(const Status& handler_status) {
         call_id_, Status(StatusCode::RESOURCE_EXHAUSTED,
                          absl::StrCat("response of ", header_bytes + payload_bytes,
                                       " bytes exceeds the message limit of ", limits.max_message)));
+  }
+  if (payload_bytes >= kZeroCopyMinBytes) {
+    // The call may be freed before the transport is done with the bytes: the response leaves
+    // it (its fields' storage moves, nothing is copied) and the release frees it.
+    std::unique_ptr<google::protobuf::MessageLite> owned = messages_->TakeResponse();
+    transport::Buffer head(header_bytes + kZeroCopyHeadScratch);
+    EncodeHeader(envelope, absl::MakeSpan(head.data(), header_bytes));
+    transport::MessageBytes bytes;
+    if (owned->ByteSizeLong() != payload_bytes ||
+        !EncodeBorrowing(*owned, payload_bytes, std::move(head), header_bytes, &bytes)) {
+      return EncodeStatusResponse(
+          call_id_, Status(StatusCode::INTERNAL, "response changed while it was being sent"));
+    }
+    bytes.OnRelease([owned = std::move(owned)] {});
+    return bytes;
   }
   transport::Buffer buffer(header_bytes + payload_bytes);
   EncodeHeader(envelope, absl::MakeSpan(buffer.data(), header_bytes));

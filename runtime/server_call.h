@@ -124,7 +124,9 @@ class ServerCall {
   void SendStatusOnly(const Status& status);
   // True if this caller gets to send the one reply.
   bool ClaimReply() { return !replied_.exchange(true, std::memory_order_acq_rel); }
-  transport::Buffer EncodeResponse(const Status& status);
+  // The reply envelope. A payload of kZeroCopyMinBytes or more is moved out of the call and
+  // sent zero-copy (payload_encoder.h); the transport frees it once done.
+  transport::MessageBytes EncodeResponse(const Status& status);
 
   ServerImpl* const server_;
   MessageTransport* const transport_;

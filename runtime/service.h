@@ -34,6 +34,10 @@ class CallMessages {
   virtual ~CallMessages() = default;
   virtual google::protobuf::MessageLite* request() = 0;
   virtual google::protobuf::MessageLite* response() = 0;
+  // Moves the response out into a new heap object (protobuf's move: the fields' storage is
+  // swapped, not copied), leaving response() empty. The server sends a large response from
+  // it zero-copy while the call itself is freed (payload_encoder.h).
+  virtual std::unique_ptr<google::protobuf::MessageLite> TakeResponse() = 0;
 };
 
 template <typename Request, typename Response>
@@ -41,6 +45,9 @@ class TypedCallMessages final : public CallMessages {
  public:
   google::protobuf::MessageLite* request() override { return &request_; }
   google::protobuf::MessageLite* response() override { return &response_; }
+  std::unique_ptr<google::protobuf::MessageLite> TakeResponse() override {
+    return std::make_unique<Response>(std::move(response_));
+  }
 
  private:
   Request request_;

@@ -36,6 +36,12 @@ absl::Status ApplyTransportArgs(const ChannelArguments& args, UdpTransportOption
   config.link_mbps = static_cast<uint32_t>(link_mbps);
   config.FitTimersToLink();  // slow links: later RESENDs, a longer silence before giving up
 
+  const int direct = args.GetInt(kArgDirectSend, config.direct_send ? 1 : 0);
+  if (direct != 0 && direct != 1) {
+    return absl::InvalidArgumentError(absl::StrCat(kArgDirectSend, " must be 0 or 1"));
+  }
+  config.direct_send = direct == 1;
+
   if (const std::string* io = args.GetString(kArgIoBackend); io != nullptr) {
     const std::optional<transport::IoKind> kind = transport::ParseIoKind(*io);
     if (!kind.has_value()) {

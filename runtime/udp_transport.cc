@@ -39,7 +39,7 @@ class UdpTransport final : public MessageTransport {
 
   transport::Address local_address() const override { return local_address_; }
 
-  uint64_t SendRequest(const transport::Address& dest, transport::Buffer request,
+  uint64_t SendRequest(const transport::Address& dest, transport::MessageBytes request,
                        ResponseCallback done, int64_t deadline_nanos) override {
     Gate gate(this);
     if (!gate.open()) {
@@ -54,7 +54,7 @@ class UdpTransport final : public MessageTransport {
     if (gate.open()) endpoint_->Abort(id, std::move(status));
   }
 
-  void Reply(const transport::IncomingRequest& request, transport::Buffer response) override {
+  void Reply(const transport::IncomingRequest& request, transport::MessageBytes response) override {
     Gate gate(this);
     if (gate.open()) endpoint_->Reply(request, std::move(response));
   }

@@ -70,6 +70,12 @@ class Buffer {
     return *this;
   }
 
+  // Keeps only the first `size` bytes (no effect when `size` >= size()); the block is neither
+  // moved nor reallocated.
+  void Shrink(size_t size) {
+    if (size < size_) size_ = size;
+  }
+
   uint8_t* data() { return data_.get(); }
   const uint8_t* data() const { return data_.get(); }
   size_t size() const { return size_; }

@@ -27,6 +27,7 @@ void Add(EngineStats& sum, const EngineStats& s) {
   sum.data_bytes_received += s.data_bytes_received;
   sum.duplicate_data_bytes += s.duplicate_data_bytes;
   sum.retransmitted_packets += s.retransmitted_packets;
+  sum.direct_sends += s.direct_sends;
   sum.resends_sent += s.resends_sent;
   sum.restarts += s.restarts;
   sum.client_timeouts += s.client_timeouts;
@@ -120,7 +121,8 @@ void Endpoint::Poll(int64_t deadline_nanos, std::function<bool()> until) {
 
 IoKind Endpoint::io_kind() const { return loops_.front()->io().kind(); }
 
-uint64_t Endpoint::SendRequest(const Address& dest, Buffer request, ResponseCallback done,
+uint64_t Endpoint::SendRequest(const Address& dest, MessageBytes request,
+                               ResponseCallback done,
                                int64_t deadline_nanos) {
   const uint64_t token = next_token_.fetch_add(1);
   Loop* loop = loops_[token % loops_.size()].get();
@@ -140,15 +142,28 @@ uint64_t Endpoint::SendRequest(const Address& dest, Buffer request, ResponseCall
       if (done) done(absl::CancelledError("endpoint shut down"));
     }
   };
-  loop->Post([loop, token, dest, request = std::move(request),
-              guard = DoneGuard(std::move(done)), deadline_nanos]() mutable {
-    loop->StartClientRpc(token, dest, std::move(request), std::exchange(guard.done, nullptr),
-                         deadline_nanos);
-  });
+  // A one-packet request to a sleeping loop leaves from this thread (loop.cc, DESIGN NOTES):
+  // the adoption is posted without a wake-up, and before the packet is sent.
+  Loop::DirectPacket direct;
+  const bool go_direct = loop->PrepareDirect(dest, request, &direct);
+  const RpcId direct_id = go_direct ? direct.id : 0;
+  const bool posted = loop->Post(
+      [loop, token, dest, direct_id, request = std::move(request),
+       guard = DoneGuard(std::move(done)), deadline_nanos]() mutable {
+        if (direct_id != 0) {
+          loop->AdoptDirectRpc(token, dest, direct_id, std::move(request),
+                               std::exchange(guard.done, nullptr), deadline_nanos);
+        } else {
+          loop->StartClientRpc(token, dest, std::move(request),
+                               std::exchange(guard.done, nullptr), deadline_nanos);
+        }
+      },
+      /*wake=*/!go_direct);
+  if (posted && go_direct) loop->SendDirect(direct, deadline_nanos);
   return token;
 }
 
-absl::StatusOr<Buffer> Endpoint::Call(const Address& dest, Buffer request) {
+absl::StatusOr<Buffer> Endpoint::Call(const Address& dest, MessageBytes request) {
   // Blocking inside a callback would wait on the very loop that must deliver the answer.
   for (auto& loop : loops_) {
     if (loop->IsLoopThread() && (!inline_loop_ || loop->running())) {
@@ -194,15 +209,26 @@ void Endpoint::Abort(uint64_t id, absl::Status status) {
   });
 }
 
-void Endpoint::Reply(const IncomingRequest& request, Buffer response) {
+void Endpoint::Reply(const IncomingRequest& request, MessageBytes response) {
   Loop* loop = loops_[request.loop_index].get();
   if (loop->IsLoopThread()) {
     loop->SendResponse(request.rpc, std::move(response));
     return;
   }
-  loop->Post([loop, rpc = request.rpc, response = std::move(response)]() mutable {
-    loop->SendResponse(rpc, std::move(response));
-  });
+  // A one-packet response to a sleeping loop leaves from this thread (loop.cc, DESIGN NOTES).
+  Loop::DirectPacket direct;
+  const bool go_direct = loop->PrepareDirect(request.rpc.client, response, &direct,
+                                             request.rpc.id);
+  const bool posted = loop->Post(
+      [loop, rpc = request.rpc, go_direct, response = std::move(response)]() mutable {
+        if (go_direct) {
+          loop->AdoptDirectResponse(rpc, std::move(response));
+        } else {
+          loop->SendResponse(rpc, std::move(response));
+        }
+      },
+      /*wake=*/!go_direct);
+  if (posted && go_direct) loop->SendDirect(direct, INT64_MAX);
 }
 
 EngineStats Endpoint::stats() const {
@@ -242,6 +268,8 @@ IoStats Endpoint::io_stats() const {
       sum.recv_batches += s.recv_batches;
       sum.recv_truncated += s.recv_truncated;
       sum.recv_no_buffers += s.recv_no_buffers;
+      sum.direct_sends += s.direct_sends;
+      sum.direct_send_errors += s.direct_send_errors;
     });
   }
   return sum;

@@ -26,6 +26,7 @@
 #include "absl/status/statusor.h"
 #include "transport/address.h"
 #include "transport/buffer.h"
+#include "transport/message_bytes.h"
 #include "transport/config.h"
 #include "transport/engine.h"
 #include "transport/io_backend.h"
@@ -80,11 +81,11 @@ class Endpoint {
   // thread, so callers have one path. When `deadline_nanos` (MonotonicClock) passes first,
   // the RPC is aborted and `done` gets DEADLINE_EXCEEDED; INT64_MAX = no deadline (the
   // transport's own silence timeout still applies).
-  uint64_t SendRequest(const Address& dest, Buffer request, ResponseCallback done,
+  uint64_t SendRequest(const Address& dest, MessageBytes request, ResponseCallback done,
                        int64_t deadline_nanos = INT64_MAX);
   // Blocking form: spins, then sleeps, until the response arrives. FAILED_PRECONDITION when
   // called from a callback running on one of this endpoint's loops (it would wait on itself).
-  absl::StatusOr<Buffer> Call(const Address& dest, Buffer request);
+  absl::StatusOr<Buffer> Call(const Address& dest, MessageBytes request);
   // Inline mode only: runs the loop until `deadline_nanos` (MonotonicClock) or, when
   // `until` is given, until it returns true. Callbacks fire inside; a Poll() from inside one of
   // them returns at once.
@@ -96,7 +97,7 @@ class Endpoint {
 
   // Answers a request. Thread-safe. Errors are reported to the log only (the client sees its
   // RPC fail or time out), because nobody else can act on them.
-  void Reply(const IncomingRequest& request, Buffer response);
+  void Reply(const IncomingRequest& request, MessageBytes response);
 
   // Sums over loops (gauges included), read on each loop thread.
   EngineStats stats() const;

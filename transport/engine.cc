@@ -62,11 +62,25 @@ Engine::Engine(const Config& config, const Clock* clock, PacketSink* sink, Engin
                uint16_t local_port, bool ipv6)
     : impl_(std::make_unique<Impl>(config, clock, sink, handler, local_port, ipv6)) {}
 Engine::~Engine() = default;
-absl::StatusOr<RpcId> Engine::SendRequest(const Address& dest, Buffer request, uint64_t cookie) {
+absl::StatusOr<RpcId> Engine::SendRequest(const Address& dest, MessageBytes request, uint64_t cookie) {
   return impl_->SendRequest(dest, std::move(request), cookie);
 }
-absl::Status Engine::SendResponse(const ServerRpcHandle& rpc, Buffer response) {
+absl::Status Engine::SendResponse(const ServerRpcHandle& rpc, MessageBytes response) {
   return impl_->SendResponse(rpc, std::move(response));
+}
+bool Engine::GetDirectRoute(const Address& dest, DirectRoute* route) {
+  return impl_->GetDirectRoute(dest, route);
+}
+RpcId Engine::ReserveClientId() {
+  return impl_->next_client_id_.fetch_add(2, std::memory_order_relaxed);
+}
+uint32_t Engine::payload_per_packet() const { return impl_->payload_per_packet_; }
+absl::Status Engine::AdoptSentRequest(const Address& dest, RpcId id, MessageBytes request,
+                                      uint64_t cookie) {
+  return impl_->AdoptSentRequest(dest, id, std::move(request), cookie);
+}
+absl::Status Engine::AdoptSentResponse(const ServerRpcHandle& rpc, MessageBytes response) {
+  return impl_->AdoptSentResponse(rpc, std::move(response));
 }
 void Engine::FlushAcks() { impl_->FlushAcks(); }
 
@@ -122,7 +136,7 @@ Engine::Impl::~Impl() = default;
 // ---------------------------------------------------------------------------------------------
 // Application calls.
 
-absl::StatusOr<RpcId> Engine::Impl::SendRequest(const Address& dest, Buffer request,
+absl::StatusOr<RpcId> Engine::Impl::SendRequest(const Address& dest, MessageBytes request,
                                                 uint64_t cookie) {
   now_ = clock_->NowNanos();
   if (!dest.is_set() || dest.is_v6() != ipv6_) {
@@ -142,15 +156,80 @@ absl::StatusOr<RpcId> Engine::Impl::SendRequest(const Address& dest, Buffer requ
     return absl::ResourceExhaustedError(
         absl::StrCat("too many peers (max_peers = ", config_.max_peers, ")"));
   }
-  const uint64_t id = next_client_id_;
-  next_client_id_ += 2;
+  const uint64_t id = next_client_id_.fetch_add(2, std::memory_order_relaxed);
   Rpc* rpc = NewRpc(/*is_client=*/true, id, peer);
   rpc->cookie = cookie;
   StartOutgoing(rpc, std::move(request));
   return id;
 }
 
-void Engine::Impl::StartOutgoing(Rpc* rpc, Buffer message) {
+absl::Status Engine::Impl::AdoptSentRequest(const Address& dest, RpcId id, MessageBytes request,
+                                            uint64_t cookie) {
+  now_ = clock_->NowNanos();
+  if (!dest.is_set() || dest.is_v6() != ipv6_ || request.size() > payload_per_packet_) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("a direct send to ", dest.ToString(), " of ", request.size(), " bytes"));
+  }
+  Peer* peer = peers_.FindOrCreate(dest, now_);
+  stats_.peers = peers_.size();
+  if (peer == nullptr) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("too many peers (max_peers = ", config_.max_peers, ")"));
+  }
+  Rpc* rpc = NewRpc(/*is_client=*/true, id, peer);
+  rpc->cookie = cookie;
+  AdoptSentMessage(rpc, std::move(request));
+  return absl::OkStatus();
+}
+
+absl::Status Engine::Impl::AdoptSentResponse(const ServerRpcHandle& handle, MessageBytes response) {
+  now_ = clock_->NowNanos();
+  auto it = server_rpcs_.find(ServerKey{handle.client, handle.id});
+  if (it == server_rpcs_.end()) {
+    return absl::NotFoundError(absl::StrCat("no server RPC ", handle.id, " from ",
+                                            handle.client.ToString(), " (client gone?)"));
+  }
+  Rpc* rpc = it->second.get();
+  if (rpc->state != RpcState::kInService) {
+    return absl::FailedPreconditionError(absl::StrCat("server RPC ", handle.id, " from ",
+                                                      handle.client.ToString(),
+                                                      " was already answered"));
+  }
+  if (response.size() > payload_per_packet_) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("a direct response of ", response.size(), " bytes"));
+  }
+  AdoptSentMessage(rpc, std::move(response));
+  return absl::OkStatus();
+}
+
+void Engine::Impl::AdoptSentMessage(Rpc* rpc, MessageBytes message) {
+  rpc->state = RpcState::kOutgoing;
+  rpc->silent_ticks = 0;
+  OutMessage& out = rpc->out;
+  out.length = static_cast<uint32_t>(message.size());
+  out.bytes = std::move(message);
+  out.unscheduled = out.length;  // at most one packet: all unscheduled
+  out.granted = out.length;
+  out.next_xmit = out.length;
+  out.sent_empty = out.length == 0;
+  out.active = true;
+  // The packet left on another thread: account for it as SendDataPacket would have.
+  pacer_.OnTransmit(now_, out.length, wire::kDataHeaderSize);
+  ++stats_.packets_sent[static_cast<uint8_t>(wire::PacketType::kData)];
+  stats_.data_bytes_sent += out.length;
+  ++stats_.direct_sends;
+}
+
+bool Engine::Impl::GetDirectRoute(const Address& dest, DirectRoute* route) {
+  Peer* peer = peers_.Find(dest);
+  if (peer == nullptr) return false;
+  route->cutoffs = peer->cutoffs;
+  route->cutoff_version = peer->cutoff_version;
+  return true;
+}
+
+void Engine::Impl::StartOutgoing(Rpc* rpc, MessageBytes message) {
   rpc->state = RpcState::kOutgoing;
   rpc->silent_ticks = 0;
   OutMessage& out = rpc->out;
@@ -164,7 +243,7 @@ void Engine::Impl::StartOutgoing(Rpc* rpc, Buffer message) {
   Pump();
 }
 
-absl::Status Engine::Impl::SendResponse(const ServerRpcHandle& handle, Buffer response) {
+absl::Status Engine::Impl::SendResponse(const ServerRpcHandle& handle, MessageBytes response) {
   now_ = clock_->NowNanos();
   auto it = server_rpcs_.find(ServerKey{handle.client, handle.id});
   if (it == server_rpcs_.end()) {
@@ -545,14 +624,16 @@ void Engine::Impl::HandleResend(const Address& from, Rpc* rpc, const wire::Packe
     SendSimple(from, wire::PacketType::kBusy, rpc->id);
     return;
   }
-  // Retransmit whole packets on the original boundaries, at most max_incoming bytes per
-  // RESEND (an honest receiver never asks for more in one round; a forged RESEND must not turn
-  // us into an amplifier).
+  // Retransmit whole packets on the original boundaries (those of a gathered message may differ
+  // where a packet was cut short at a segment boundary: the receiver takes overlaps), at most
+  // max_incoming bytes per RESEND (an honest receiver never asks for more in one round; a
+  // forged RESEND must not turn us into an amplifier).
   uint32_t offset = start - start % payload_per_packet_;
   const uint64_t limit = uint64_t{offset} + config_.max_incoming;
   while (offset < sent_end && offset < limit) {
-    const uint32_t len = std::min(payload_per_packet_, out.length - offset);
-    SendDataPacket(rpc, offset, len, /*retransmit=*/true, prio);
+    const uint32_t len =
+        SendDataPacket(rpc, offset, std::min(payload_per_packet_, out.length - offset),
+                       /*retransmit=*/true, prio);
     ++stats_.retransmitted_packets;
     offset += len;
   }

@@ -28,6 +28,8 @@
 #include "absl/types/span.h"
 #include "transport/address.h"
 #include "transport/buffer.h"
+#include "transport/message_bytes.h"
+#include "transport/packet_sink.h"
 #include "transport/clock.h"
 #include "transport/config.h"
 #include "transport/packet_sink.h"
@@ -68,6 +70,7 @@ struct EngineStats {
   uint64_t data_bytes_received = 0;
   uint64_t duplicate_data_bytes = 0;      // payload bytes we already had
   uint64_t retransmitted_packets = 0;
+  uint64_t direct_sends = 0;              // one-packet requests another thread sent (adopted)
   uint64_t resends_sent = 0;
   uint64_t restarts = 0;                  // client RPCs restarted after RPC_UNKNOWN
   uint64_t client_timeouts = 0;
@@ -109,13 +112,40 @@ class Engine {
   // ends). Returns its id; OnResponse later reports the outcome with `cookie`. Errors, with
   // nothing sent and no OnResponse: RESOURCE_EXHAUSTED (longer than max_message_length),
   // INVALID_ARGUMENT (unset or wrong-family destination).
-  absl::StatusOr<RpcId> SendRequest(const Address& dest, Buffer request, uint64_t cookie);
+  absl::StatusOr<RpcId> SendRequest(const Address& dest, MessageBytes request, uint64_t cookie);
 
   // Sends the response for a request delivered by OnRequest (ownership of `response` passes to
   // the engine). NOT_FOUND if that RPC no longer exists (the client aborted or vanished; the
   // response is dropped), FAILED_PRECONDITION if it was already answered, RESOURCE_EXHAUSTED if
   // it is longer than max_message_length (the client then sees its RPC fail).
-  absl::Status SendResponse(const ServerRpcHandle& rpc, Buffer response);
+  absl::Status SendResponse(const ServerRpcHandle& rpc, MessageBytes response);
+
+  // ---- Direct sends: a one-packet message sent by another thread (loop.cc, DESIGN NOTES) ----
+  // Which priority and cutoff version a packet to a peer carries, as the engine last knew it.
+  struct DirectRoute {
+    std::array<uint32_t, 8> cutoffs{};
+    uint16_t cutoff_version = 0;
+  };
+  // Engine thread: the route to `dest`; false when the engine knows no such peer.
+  bool GetDirectRoute(const Address& dest, DirectRoute* route);
+  // Thread-safe: a fresh client RPC id, never handed out again by this engine.
+  RpcId ReserveClientId();
+  // Thread-safe (reads only what is fixed at construction): the largest message sent as one
+  // DATA packet, and that packet's destination, priority and header for a message of
+  // `length` bytes (at most that) of RPC `id` to `dest` -- a request, or the response to a
+  // request from `dest`. The caller points the payload spans at the message's bytes.
+  uint32_t payload_per_packet() const;
+  void BuildDirectPacket(const Address& dest, const DirectRoute& route, RpcId id,
+                         uint32_t length, OutPacket* packet) const;
+  // Engine thread: takes over the client RPC `id` (from ReserveClientId) whose one packet
+  // another thread has sent (or is about to), as if SendRequest had sent it: the response is
+  // delivered to OnResponse with `cookie`, losses are recovered as usual. Errors as
+  // SendRequest's; the RPC then does not exist (a response to it is ignored).
+  absl::Status AdoptSentRequest(const Address& dest, RpcId id, MessageBytes request,
+                                uint64_t cookie);
+  // Engine thread: SendResponse for a one-packet response another thread has sent (built by
+  // BuildDirectPacket for the client's address and the RPC's id). Errors as SendResponse's.
+  absl::Status AdoptSentResponse(const ServerRpcHandle& rpc, MessageBytes response);
 
   // Ends a client RPC now. OnResponse fires with `status` (which must not be OK) before this
   // returns. The server is not told (it learns from RPC_UNKNOWN or its timeouts). Unknown ids

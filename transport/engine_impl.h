@@ -1,9 +1,12 @@
 // Engine::Impl: the engine's state and its internal operations, split by concern across
 // engine.cc (application calls and packet dispatch), engine_output.cc (transmission) and
-// engine_timer.cc (timers, loss recovery, acks). Private to the engine; engine thread only.
+// engine_timer.cc (timers, loss recovery, acks). Private to the engine; engine thread only,
+// except what the direct-send calls read from any thread: next_client_id_ (atomic) and the
+// members fixed at construction.
 #ifndef HOMARPC_TRANSPORT_ENGINE_IMPL_H_
 #define HOMARPC_TRANSPORT_ENGINE_IMPL_H_
 
+#include <atomic>
 #include <deque>
 #include <memory>
 #include <vector>
@@ -38,8 +41,12 @@ class Engine::Impl {
   ~Impl();
 
   // ---- engine.cc: application calls and packet dispatch ----
-  absl::StatusOr<RpcId> SendRequest(const Address& dest, Buffer request, uint64_t cookie);
-  absl::Status SendResponse(const ServerRpcHandle& handle, Buffer response);
+  absl::StatusOr<RpcId> SendRequest(const Address& dest, MessageBytes request, uint64_t cookie);
+  absl::Status SendResponse(const ServerRpcHandle& handle, MessageBytes response);
+  absl::Status AdoptSentRequest(const Address& dest, RpcId id, MessageBytes request,
+                                uint64_t cookie);
+  absl::Status AdoptSentResponse(const ServerRpcHandle& handle, MessageBytes response);
+  bool GetDirectRoute(const Address& dest, DirectRoute* route);
   void AbortClientRpc(RpcId id, absl::Status status);
   void HandlePacket(const Address& from, absl::Span<const uint8_t> bytes);
   void Reap();
@@ -66,7 +73,9 @@ class Engine::Impl {
   Rpc* FindRpc(const Address& from, uint64_t sender_id);
   Rpc* NewRpc(bool is_client, uint64_t id, Peer* peer);
   // Hands `message` to `rpc` as its outgoing request or response and starts sending it.
-  void StartOutgoing(Rpc* rpc, Buffer message);
+  void StartOutgoing(Rpc* rpc, MessageBytes message);
+  // StartOutgoing for a one-packet message another thread has sent (direct sends).
+  void AdoptSentMessage(Rpc* rpc, MessageBytes message);
   // Fails a client RPC (OnResponse with `status`) and ends it.
   void FailClientRpc(Rpc* rpc, absl::Status status);
   // Recounts rpc in sends_in_progress_ after its outgoing message or state changed.
@@ -96,7 +105,10 @@ class Engine::Impl {
   // bytes of payload sent.
   uint32_t TransmitFrom(Rpc* rpc, uint32_t max_bytes);
   // Sends one DATA packet covering [offset, offset + len).
-  void SendDataPacket(Rpc* rpc, uint32_t offset, uint32_t len, bool retransmit, uint8_t priority);
+  // Sends the DATA packet at `offset` with at most `max_len` payload bytes (fewer where a
+  // gathered message would need a third iovec: MessageBytes::Gather) and returns its length.
+  uint32_t SendDataPacket(Rpc* rpc, uint32_t offset, uint32_t max_len, bool retransmit,
+                          uint8_t priority);
   void SendControl(const Address& to, wire::Packet& p);
   void SendGrant(Rpc* rpc, uint32_t offset, uint8_t priority);
   void SendResendsFor(Rpc* rpc);
@@ -107,7 +119,13 @@ class Engine::Impl {
   void FlushAcks();
   void MaybeSendCutoffs(Peer* peer, uint16_t their_version);
   void ScheduleGrants();
-  uint8_t UnschedPriorityFor(const Peer* peer, uint32_t length) const;
+  uint8_t UnschedPriorityFor(const Peer* peer, uint32_t length) const {
+    return UnschedPriority(peer->cutoffs, peer->cutoff_version, length);
+  }
+  // Thread-safe (config only): the unscheduled priority of a message of `length` bytes to a
+  // receiver that published `cutoffs` as `version` (0 = none yet).
+  uint8_t UnschedPriority(const std::array<uint32_t, 8>& cutoffs, uint16_t version,
+                          uint32_t length) const;
   uint8_t Prio(uint8_t level) const { return config_.use_priorities ? level : 0; }
 
   // ---- engine_timer.cc ----
@@ -134,7 +152,7 @@ class Engine::Impl {
   PeerTable peers_;
   GrantScheduler grants_;
   Pacer pacer_;
-  uint64_t next_client_id_ = 2;
+  std::atomic<uint64_t> next_client_id_{2};  // client ids are even; ReserveClientId
   absl::flat_hash_map<uint64_t, std::unique_ptr<Rpc>> client_rpcs_;
   absl::flat_hash_map<ServerKey, std::unique_ptr<Rpc>> server_rpcs_;
   // Server RPCs recently ended after delivery: a late duplicate of their request must not run

@@ -47,10 +47,11 @@ uint32_t Engine::Impl::TransmitFrom(Rpc* rpc, uint32_t max_bytes) {
   uint32_t sent = 0;
   while (out.HasSendable() && sent < max_bytes) {
     if (sent > 0 && !pacer_.MaySend(now, out.remaining())) break;
-    const uint32_t len = std::min(payload_per_packet_, out.length - out.next_xmit);
     const uint8_t prio = out.next_xmit < out.unscheduled ? unsched_prio : out.sched_priority;
     // After a restart every packet is a retransmission (PROTOCOL.md).
-    SendDataPacket(rpc, out.next_xmit, len, /*retransmit=*/rpc->restarts > 0, prio);
+    const uint32_t len =
+        SendDataPacket(rpc, out.next_xmit, std::min(payload_per_packet_, out.remaining()),
+                       /*retransmit=*/rpc->restarts > 0, prio);
     out.next_xmit += len;
     sent += len;
   }
@@ -58,10 +59,13 @@ uint32_t Engine::Impl::TransmitFrom(Rpc* rpc, uint32_t max_bytes) {
   return sent;
 }
 
-void Engine::Impl::SendDataPacket(Rpc* rpc, uint32_t offset, uint32_t len, bool retransmit,
-                                  uint8_t priority) {
+uint32_t Engine::Impl::SendDataPacket(Rpc* rpc, uint32_t offset, uint32_t max_len,
+                                      bool retransmit, uint8_t priority) {
   Peer* peer = rpc->peer;
   OutMessage& out = rpc->out;
+  OutPacket op;
+  const uint32_t len =
+      static_cast<uint32_t>(out.bytes.Gather(offset, max_len, &op.payload, &op.payload2));
   wire::Packet p;
   p.type = wire::PacketType::kData;
   p.sport = local_port_;
@@ -77,15 +81,33 @@ void Engine::Impl::SendDataPacket(Rpc* rpc, uint32_t offset, uint32_t len, bool 
   p.data.retransmit = retransmit;
   p.data.offset = offset;
 
-  OutPacket op;
   op.dest = peer->address;
   op.priority = Prio(priority);
   op.header_len = static_cast<uint8_t>(wire::EncodeHeader(p, op.header));
-  op.payload = absl::Span<const uint8_t>(out.bytes.data() + offset, len);
   sink_->Send(op);
   pacer_.OnTransmit(now_, len, op.header_len);
   ++stats_.packets_sent[static_cast<uint8_t>(wire::PacketType::kData)];
   stats_.data_bytes_sent += len;
+  return len;
+}
+
+void Engine::BuildDirectPacket(const Address& dest, const DirectRoute& route, RpcId id,
+                               uint32_t length, OutPacket* packet) const {
+  const Impl& e = *impl_;
+  wire::Packet p;
+  p.type = wire::PacketType::kData;
+  p.sport = e.local_port_;
+  p.dport = dest.port();
+  p.sender_id = id;
+  p.data.message_length = length;
+  p.data.incoming = std::min(length, e.config_.unsched_bytes);  // what StartOutgoing grants
+  p.data.cutoff_version = route.cutoff_version;
+  p.data.offset = 0;
+  packet->dest = dest;
+  packet->priority = e.Prio(e.UnschedPriority(route.cutoffs, route.cutoff_version, length));
+  packet->header_len = static_cast<uint8_t>(wire::EncodeHeader(p, packet->header));
+  packet->payload = {};
+  packet->payload2 = {};
 }
 
 void Engine::Impl::SendControl(const Address& to, wire::Packet& p) {
@@ -190,17 +212,18 @@ void Engine::Impl::ScheduleGrants() {
   });
 }
 
-uint8_t Engine::Impl::UnschedPriorityFor(const Peer* peer, uint32_t length) const {
+uint8_t Engine::Impl::UnschedPriority(const std::array<uint32_t, 8>& cutoffs, uint16_t version,
+                                      uint32_t length) const {
   if (!config_.use_priorities || config_.num_priorities == 1) return 0;
   const uint8_t max_level = top_prio_;
-  if (peer->cutoff_version == 0) {
+  if (version == 0) {
     // No cutoffs from this receiver yet: the next-to-highest level, as the Homa module does.
     return static_cast<uint8_t>(max_level >= 1 ? max_level - 1 : 0);
   }
   // Highest level whose cutoff admits this length; the lowest unscheduled level otherwise.
   uint8_t lowest = 0;
   for (int i = 7; i >= 1; --i) {
-    const uint32_t cutoff = peer->cutoffs[i];
+    const uint32_t cutoff = cutoffs[i];
     if (cutoff == 0) continue;
     lowest = static_cast<uint8_t>(i);
     if (length <= cutoff) return std::min<uint8_t>(static_cast<uint8_t>(i), max_level);

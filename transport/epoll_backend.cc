@@ -74,7 +74,14 @@ class EpollBackend final : public IoBackend {
   int Poll(RecvFn fn) override;
   void Wait(int64_t timeout_nanos) override;
   void Notify() override;
-  IoStats stats() const override { return stats_; }
+  bool SendDirect(const OutPacket& packet) override {
+    return direct_.Send(fd_, local_.family(), packet);
+  }
+  IoStats stats() const override {
+    IoStats s = stats_;
+    direct_.AddTo(&s);
+    return s;
+  }
 
  private:
   struct alignas(cmsghdr) Control {
@@ -94,6 +101,7 @@ class EpollBackend final : public IoBackend {
   bool have_pwait2_ = true;
   OwnerThread owner_;
   IoStats stats_;
+  io_internal::DirectSendCounters direct_;  // SendDirect, any thread
 
   std::vector<OutPacket> queue_;
   SendPlan plan_;

@@ -268,6 +268,7 @@ void Fabric::SendFrom(uint32_t host_id, const OutPacket& out) {
   packet.bytes.reserve(out.size());
   packet.bytes.assign(out.header, out.header + out.header_len);
   packet.bytes.insert(packet.bytes.end(), out.payload.begin(), out.payload.end());
+  packet.bytes.insert(packet.bytes.end(), out.payload2.begin(), out.payload2.end());
 
   // The uplink transmits every packet, whatever the network does to it afterwards.
   const int64_t now = clock_->NowNanos();

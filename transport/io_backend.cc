@@ -7,14 +7,15 @@
 // Send batching (SendPlan). Homa sends a message as a burst of MTU-sized DATA packets to one
 // peer at one priority, so a Flush() usually holds runs of equal-size packets with the same
 // destination. Each run becomes ONE sendmsg with UDP_SEGMENT = that size and an iovec list
-// [header_0, payload_0, header_1, payload_1, ...]; the kernel cuts the concatenation into
+// [header_0, payload_0, payload2_0, header_1, ...] (payload2 is the rest of a packet that spans
+// two pieces of a gathered message, usually empty); the kernel cuts the concatenation into
 // datagrams of gso_size bytes, so segment boundaries fall exactly on packet boundaries as long
 // as every packet but the last has that size. That is the run rule: same destination, same
 // priority, size equal to the first packet's (a shorter packet may end the run). A run stops
 // at kMaxGsoSegments datagrams (the kernel's UDP_MAX_SEGMENTS is 64 on older kernels, 128 on
 // 6.x; we stay at 64) and at kMaxGsoBytes in total (the whole run must fit one IP datagram's
-// length field before segmentation). Two iovecs per packet keeps a run at 128 iovecs, far under
-// UIO_MAXIOV (1024). A run of one packet carries no UDP_SEGMENT: a plain datagram is cheaper.
+// length field before segmentation). Three iovecs per packet keep a run at 192 iovecs, far
+// under UIO_MAXIOV (1024). A run of one packet carries no UDP_SEGMENT: a plain datagram is cheaper.
 // Rejected: copying headers and payloads into one contiguous buffer per run (one copy of every
 // payload byte, which GSO exists to avoid).
 //
@@ -192,6 +193,36 @@ absl::StatusOr<int> OpenUdpSocket(const IoOptions& options, Address* bound) {
   return fd;
 }
 
+bool SendOneDatagram(int fd, int socket_family, const OutPacket& packet) {
+  if (packet.dest.family() != socket_family) return false;
+  iovec iov[3] = {
+      {const_cast<uint8_t*>(packet.header), packet.header_len},
+      {const_cast<uint8_t*>(packet.payload.data()), packet.payload.size()},
+      {const_cast<uint8_t*>(packet.payload2.data()), packet.payload2.size()},
+  };
+  msghdr m{};
+  m.msg_name = const_cast<sockaddr*>(packet.dest.sockaddr_ptr());
+  m.msg_namelen = packet.dest.sockaddr_len();
+  m.msg_iov = iov;
+  m.msg_iovlen = 3;
+  alignas(cmsghdr) unsigned char control[CMSG_SPACE(sizeof(int))] = {};
+  if (packet.priority != 0) {
+    const int tos = (packet.priority & 7) << 5;
+    m.msg_control = control;
+    m.msg_controllen = sizeof(control);
+    cmsghdr* c = CMSG_FIRSTHDR(&m);
+    c->cmsg_level = socket_family == AF_INET6 ? IPPROTO_IPV6 : IPPROTO_IP;
+    c->cmsg_type = socket_family == AF_INET6 ? IPV6_TCLASS : IP_TOS;
+    c->cmsg_len = CMSG_LEN(sizeof(int));
+    std::memcpy(CMSG_DATA(c), &tos, sizeof(int));
+  }
+  ssize_t n;
+  do {
+    n = sendmsg(fd, &m, MSG_DONTWAIT);
+  } while (n < 0 && errno == EINTR);
+  return n >= 0;
+}
+
 bool SendRetryBudget::WaitWritable(int fd) {
   MonotonicClock clock;
   const int64_t now = clock.NowNanos();
@@ -214,11 +245,13 @@ void SendPlan::Build(absl::Span<const OutPacket> packets, int socket_family, boo
   const size_t n = packets.size();
   msgs_.reserve(2 * n);
   infos_.reserve(2 * n);
-  iovs_.resize(2 * n);
+  iovs_.resize(kIovsPerPacket * n);
   for (size_t i = 0; i < n; ++i) {
     const OutPacket& p = packets[i];
-    iovs_[2 * i] = iovec{const_cast<uint8_t*>(p.header), p.header_len};
-    iovs_[2 * i + 1] = iovec{const_cast<uint8_t*>(p.payload.data()), p.payload.size()};
+    iovec* iov = &iovs_[kIovsPerPacket * i];
+    iov[0] = iovec{const_cast<uint8_t*>(p.header), p.header_len};
+    iov[1] = iovec{const_cast<uint8_t*>(p.payload.data()), p.payload.size()};
+    iov[2] = iovec{const_cast<uint8_t*>(p.payload2.data()), p.payload2.size()};
   }
   size_t i = 0;
   while (i < n) {
@@ -239,7 +272,8 @@ void SendPlan::Build(absl::Span<const OutPacket> packets, int socket_family, boo
         if (q_size < size) break;  // only the last segment may be short
       }
     }
-    Append(static_cast<uint32_t>(i), count, count > 1 ? static_cast<uint16_t>(size) : 0, 2 * i);
+    Append(static_cast<uint32_t>(i), count, count > 1 ? static_cast<uint16_t>(size) : 0,
+           kIovsPerPacket * i);
     i += count;
   }
 }
@@ -248,7 +282,7 @@ std::pair<size_t, size_t> SendPlan::SplitIntoSingles(size_t index) {
   const Info info = infos_[index].info;
   const size_t begin = msgs_.size();
   for (uint32_t k = 0; k < info.count; ++k) {
-    Append(info.first + k, 1, 0, 2 * (info.first + k));
+    Append(info.first + k, 1, 0, kIovsPerPacket * (info.first + k));
   }
   return {begin, msgs_.size()};
 }
@@ -271,7 +305,7 @@ void SendPlan::Append(uint32_t first, uint32_t count, uint16_t gso_size, size_t 
   m.msg_hdr.msg_name = const_cast<sockaddr*>(p.dest.sockaddr_ptr());
   m.msg_hdr.msg_namelen = p.dest.sockaddr_len();
   m.msg_hdr.msg_iov = &iovs_[iov_index];
-  m.msg_hdr.msg_iovlen = 2 * count;
+  m.msg_hdr.msg_iovlen = kIovsPerPacket * count;
 
   size_t used = 0;
   auto add = [&](int level, int type, const void* data, size_t len) {

@@ -6,8 +6,8 @@
 // back to epoll (logging one line) when io_uring cannot be set up; HOMARPC_IO_BACKEND=epoll or
 // =uring in the environment, or IoOptions::kind, override the choice.
 //
-// Threading: a backend belongs to one loop thread. Every method except Notify() must be called
-// from that thread (the first thread to call Poll/Flush/Wait becomes the owner; io_uring is set
+// Threading: a backend belongs to one loop thread. Every method except Notify() and
+// SendDirect() must be called from that thread (the first thread to call Poll/Flush/Wait becomes the owner; io_uring is set
 // up SINGLE_ISSUER). Notify() may be called from any thread.
 #ifndef HOMARPC_TRANSPORT_IO_BACKEND_H_
 #define HOMARPC_TRANSPORT_IO_BACKEND_H_
@@ -57,6 +57,8 @@ struct IoStats {
   uint64_t recv_batches = 0;     // GRO buffers / recv completions
   uint64_t recv_truncated = 0;   // datagrams dropped because they did not fit a buffer
   uint64_t recv_no_buffers = 0;  // io_uring -ENOBUFS events (multishot re-armed)
+  uint64_t direct_sends = 0;        // datagrams SendDirect handed to the kernel
+  uint64_t direct_send_errors = 0;  // ... and the ones it refused
 };
 
 class IoBackend : public PacketSink {
@@ -86,6 +88,11 @@ class IoBackend : public PacketSink {
   virtual void Wait(int64_t timeout_nanos) = 0;
   // Makes a concurrent or the next Wait() return promptly. Thread-safe, async-signal-unsafe.
   virtual void Notify() = 0;
+  // Sends one datagram at once with one system call, bypassing the queue (the caller's own
+  // thread sends, so a sleeping loop need not be woken to send it). Thread-safe. Returns
+  // false when the kernel did not take it (socket buffer full, wrong address family, an
+  // error); counted in IoStats either way.
+  virtual bool SendDirect(const OutPacket& packet) = 0;
 
   virtual IoStats stats() const = 0;
 };

@@ -13,6 +13,7 @@
 #include <sys/socket.h>
 #include <sys/uio.h>
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <thread>
@@ -48,6 +49,25 @@ absl::Status ValidateOptions(const IoOptions& options);
 // address, with the port the kernel chose, in `*bound`. Errors come from ErrnoToStatus.
 absl::StatusOr<int> OpenUdpSocket(const IoOptions& options, Address* bound);
 
+// Sends `packet` (header, payload, payload2) as one datagram on `fd` with MSG_DONTWAIT, with
+// the IP_TOS / IPV6_TCLASS of its priority. Thread-safe. Returns whether the kernel took it.
+bool SendOneDatagram(int fd, int socket_family, const OutPacket& packet);
+
+// DirectSendCounters: the atomics behind IoStats::direct_sends / direct_send_errors.
+struct DirectSendCounters {
+  std::atomic<uint64_t> sent{0};
+  std::atomic<uint64_t> errors{0};
+  bool Send(int fd, int socket_family, const OutPacket& packet) {
+    const bool ok = SendOneDatagram(fd, socket_family, packet);
+    (ok ? sent : errors).fetch_add(1, std::memory_order_relaxed);
+    return ok;
+  }
+  void AddTo(IoStats* stats) const {
+    stats->direct_sends = sent.load(std::memory_order_relaxed);
+    stats->direct_send_errors = errors.load(std::memory_order_relaxed);
+  }
+};
+
 // Adds one to the eventfd `fd` (a backend's Notify()). Thread-safe. Cannot fail short of a
 // saturated counter, which means a wake-up is already pending, so errors are ignored.
 void SignalEventFd(int fd);
@@ -68,7 +88,8 @@ class SendRetryBudget {
 //
 // Build() groups consecutive packets with the same destination, the same priority and the
 // same size (the last of a group may be shorter) into one message with a UDP_SEGMENT control
-// message and an iovec list alternating header_i, payload_i: the payload is never copied. A
+// message and an iovec list of header_i, payload_i, payload2_i (often empty: the kernel skips
+// empty iovecs): the payload is never copied. A
 // packet with priority p != 0 carries an IP_TOS (IPv4) or IPV6_TCLASS (IPv6) control message
 // with p << 5. The packets, their headers and their payloads must stay where they are until
 // Clear(): the msghdrs point into them.
@@ -108,7 +129,8 @@ class SendPlan {
   // again), so pointers handed to the kernel stay valid while messages are appended.
   std::vector<mmsghdr> msgs_;
   std::vector<Entry> infos_;
-  std::vector<iovec> iovs_;  // two per packet: header, payload
+  static constexpr size_t kIovsPerPacket = 3;  // header, payload, payload2
+  std::vector<iovec> iovs_;
 };
 
 // Splits one received buffer into datagrams and hands each to `fn`.

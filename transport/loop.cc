@@ -13,12 +13,29 @@
 // Scheduler slice: a loop thread asks for a short one (transport/sched.h), so that a loop
 // woken by a packet runs at once rather than after the slice of a thread doing batch work.
 //
+// Direct sends: a caller on another thread that finds the loop asleep sends a one-packet
+// request itself (PrepareDirect + SendDirect) instead of waking the loop to send it; waking a
+// sleeping thread costs more CPU here than the whole send, and the request leaves at once. The
+// loop adopts the RPC later (AdoptDirectRpc, posted WITHOUT a wake-up), typically when the
+// response wakes it. A server's worker thread answering with a one-packet response does the
+// same (AdoptDirectResponse): the loop is then woken by the client's next packet. Ordering: the caller posts the adoption before it sends, and the loop
+// runs pending posts before it hands any received packet to the engine, so the response
+// always finds its RPC (the post happens before the send, which happens before the response
+// can arrive). The packet's bytes are copied (one packet, at most an MTU) so the send cannot
+// race with the adopted RPC being aborted and freed. The caller wakes the loop anyway when
+// the loop would sleep past the RPC's first RESEND time or its deadline, or the send failed.
+// What the caller needs about the destination (cutoffs, the engine's view of the peer) is
+// cached in routes_, refreshed by the loop on every client RPC it starts or adopts and on
+// every request it delivers.
+//
 // Completion callbacks are looked up by a token the Endpoint chose (not the engine's id),
 // because the caller needs a handle for Abort() before the loop has created the RPC.
 #include "transport/loop.h"
 
 #include <algorithm>
 #include <cassert>
+#include <cstring>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "transport/clock.h"
@@ -37,7 +54,9 @@ Loop::Loop(uint32_t index, const Config& config, std::unique_ptr<IoBackend> io,
                        : int64_t{std::max(config.poll_usecs, config.busy_poll_usecs)} *
                              kNanosPerMicro),
       io_(std::move(io)),
-      handler_(handler) {
+      handler_(handler),
+      direct_send_(config.direct_send),
+      first_resend_nanos_(int64_t{config.resend_ticks} * config.tick_usecs * kNanosPerMicro) {
   const Address local = io_->local_address();
   engine_ = std::make_unique<Engine>(config, MonotonicClock::Get(), io_.get(), this, local.port(),
                                      local.is_v6());
@@ -57,15 +76,55 @@ void Loop::Stop() {
   if (thread_.joinable()) thread_.join();
 }
 
-bool Loop::Post(absl::AnyInvocable<void()> fn) {
+bool Loop::Post(absl::AnyInvocable<void()> fn, bool wake) {
   {
     absl::MutexLock lock(&mu_);
     if (!accepting_posts_) return false;
     posted_.push_back(std::move(fn));
     posted_count_.fetch_add(1);
   }
-  if (sleeping_.load()) io_->Notify();
+  if (wake && sleeping_.load()) io_->Notify();
   return true;
+}
+
+bool Loop::PrepareDirect(const Address& dest, const MessageBytes& request, DirectPacket* direct,
+                         RpcId response_to) {
+  if (!direct_send_ || !sleeping_.load()) return false;
+  if (request.size() > engine_->payload_per_packet()) return false;
+  Engine::DirectRoute route;
+  {
+    std::lock_guard<std::mutex> lock(routes_mu_);
+    auto it = routes_.find(dest);
+    if (it == routes_.end()) return false;
+    route = it->second;
+  }
+  // The copy (see DESIGN NOTES) lives in this thread's scratch until its next direct send.
+  thread_local std::vector<uint8_t> scratch;
+  const size_t size = request.size();
+  if (scratch.size() < size) scratch.resize(size);
+  absl::Span<const uint8_t> a, b;
+  for (size_t at = 0; at < size;) {  // all the pieces: Gather yields two at a time
+    const size_t n = request.Gather(at, size - at, &a, &b);
+    std::memcpy(scratch.data() + at, a.data(), a.size());
+    if (!b.empty()) std::memcpy(scratch.data() + at + a.size(), b.data(), b.size());
+    at += n;
+  }
+  direct->id = response_to != 0 ? response_to : engine_->ReserveClientId();
+  engine_->BuildDirectPacket(dest, route, direct->id, static_cast<uint32_t>(size),
+                             &direct->packet);
+  direct->packet.payload = absl::Span<const uint8_t>(scratch.data(), size);
+  return true;
+}
+
+void Loop::SendDirect(const DirectPacket& direct, int64_t deadline_nanos) {
+  const bool sent = io_->SendDirect(direct.packet);
+  if (!sent || !sleeping_.load()) {
+    if (!sent) io_->Notify();  // recovered by the loop (RESEND) sooner
+    return;
+  }
+  const int64_t by =
+      std::min(MonotonicClock::Get()->NowNanos() + first_resend_nanos_, deadline_nanos);
+  if (wake_at_nanos_.load() > by) io_->Notify();
 }
 
 bool Loop::RunPosted() {
@@ -124,10 +183,11 @@ void Loop::RunUntil(absl::FunctionRef<bool()> done, int64_t wake_by_nanos) {
     // the kernel's timeout granularity is coarse.
     if (spin_nanos_ > 0 && NextWakeNanos() - now <= spin_nanos_) continue;
     // Sleep until a datagram, a Post() or the next timer.
+    const int64_t wake_at = std::min(NextWakeNanos(), wake_by_nanos);
+    wake_at_nanos_.store(wake_at);  // before sleeping_: a direct sender reads it after
     sleeping_.store(true);
     if (posted_count_.load() == 0 && !done()) {
-      const int64_t timeout =
-          std::min(NextWakeNanos(), wake_by_nanos) - clock->NowNanos();
+      const int64_t timeout = wake_at - clock->NowNanos();
       io_->Wait(timeout > 0 ? timeout : 0);
     }
     sleeping_.store(false);
@@ -140,6 +200,9 @@ bool Loop::RunOnce() {
   assert(IsLoopThread());
   bool work = RunPosted();
   const int received = io_->Poll([this](const Address& from, absl::Span<const uint8_t> bytes) {
+    // A directly sent request's adoption was posted before its packet left: run it before the
+    // response is looked up (DESIGN NOTES).
+    if (posted_count_.load() != 0 && !shutting_down_) RunPosted();
     engine_->HandlePacket(from, bytes);
   });
   work |= received > 0;
@@ -189,7 +252,7 @@ void Loop::Shutdown() {
   engine_->Reap();
 }
 
-void Loop::StartClientRpc(uint64_t token, const Address& dest, Buffer request,
+void Loop::StartClientRpc(uint64_t token, const Address& dest, MessageBytes request,
                           Endpoint::ResponseCallback done, int64_t deadline_nanos) {
   assert(IsLoopThread());
   if (shutting_down_) {
@@ -201,7 +264,37 @@ void Loop::StartClientRpc(uint64_t token, const Address& dest, Buffer request,
     done(id.status());
     return;
   }
-  pending_.emplace(token, Pending{*id, std::move(done)});
+  TrackClientRpc(token, dest, *id, std::move(done), deadline_nanos);
+}
+
+void Loop::AdoptDirectRpc(uint64_t token, const Address& dest, RpcId id, MessageBytes request,
+                          Endpoint::ResponseCallback done, int64_t deadline_nanos) {
+  assert(IsLoopThread());
+  if (shutting_down_) {
+    done(absl::CancelledError("endpoint shut down"));
+    return;
+  }
+  absl::Status adopted = engine_->AdoptSentRequest(dest, id, std::move(request), token);
+  if (!adopted.ok()) {
+    done(std::move(adopted));
+    return;
+  }
+  TrackClientRpc(token, dest, id, std::move(done), deadline_nanos);
+}
+
+void Loop::RefreshRoute(const Address& dest) {
+  if (!direct_send_) return;
+  Engine::DirectRoute route;
+  if (!engine_->GetDirectRoute(dest, &route)) return;
+  std::lock_guard<std::mutex> lock(routes_mu_);
+  if (routes_.size() >= kMaxDirectRoutes && !routes_.contains(dest)) routes_.clear();
+  routes_[dest] = route;
+}
+
+void Loop::TrackClientRpc(uint64_t token, const Address& dest, RpcId id,
+                          Endpoint::ResponseCallback done, int64_t deadline_nanos) {
+  RefreshRoute(dest);
+  pending_.emplace(token, Pending{id, std::move(done)});
   if (deadline_nanos != INT64_MAX) {
     deadlines_.emplace(deadline_nanos, token);
     // Entries of finished RPCs linger until due; with long deadlines and a high call rate
@@ -227,16 +320,23 @@ void Loop::AbortClientRpc(uint64_t token, absl::Status status) {
   engine_->AbortClientRpc(it->second.id, std::move(status));  // fires OnResponse
 }
 
-void Loop::SendResponse(const ServerRpcHandle& rpc, Buffer response) {
+void Loop::SendResponse(const ServerRpcHandle& rpc, MessageBytes response) {
   assert(IsLoopThread());
   absl::Status s = engine_->SendResponse(rpc, std::move(response));
   if (!s.ok()) HOMARPC_LOG(INFO) << "response not sent: " << s.ToString();
+}
+
+void Loop::AdoptDirectResponse(const ServerRpcHandle& rpc, MessageBytes response) {
+  assert(IsLoopThread());
+  absl::Status s = engine_->AdoptSentResponse(rpc, std::move(response));
+  if (!s.ok()) HOMARPC_LOG(INFO) << "direct response not adopted: " << s.ToString();
 }
 
 void Loop::OnRequest(const ServerRpcHandle& rpc, Buffer request) {
   // Endpoints without a handler run their engine with accept_requests = false, so requests
   // are refused on the wire and never reach this point.
   assert(handler_ != nullptr && *handler_);
+  RefreshRoute(rpc.client);  // so a worker thread may send the response directly
   IncomingRequest in;
   in.peer = rpc.client;
   in.payload = std::move(request);

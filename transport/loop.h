@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <queue>
 #include <utility>
 #include <thread>
@@ -79,16 +80,40 @@ class Loop final : public EngineHandler {
   void Stop();
 
   // Runs `fn` on the loop thread soon and returns true. Thread-safe. After Stop() it returns
-  // false and `fn` is destroyed unrun.
-  bool Post(absl::AnyInvocable<void()> fn);
+  // false and `fn` is destroyed unrun. `wake` = false leaves a sleeping loop asleep (it runs
+  // `fn` when it next wakes): for callers that arrange its wake-up themselves.
+  bool Post(absl::AnyInvocable<void()> fn, bool wake = true);
+
+  // ---- Direct sends (any thread; see DESIGN NOTES in loop.cc) ----
+  // A one-packet message this thread sends itself instead of waking a sleeping loop.
+  struct DirectPacket {
+    RpcId id = 0;
+    OutPacket packet;  // payload in a thread-local copy, valid until this thread's next call
+  };
+  // Prepares `message` to `dest` for a direct send and returns true when it qualifies: the
+  // loop is asleep (posting to an awake loop costs no system call), the message fits one
+  // packet, and the loop knows the route to `dest` (it has exchanged RPCs with it). A request
+  // gets a fresh id (`response_to` 0): then post AdoptDirectRpc with `direct->id`, without
+  // waking, and call SendDirect. A response to server RPC `response_to` (from `dest`): post
+  // AdoptDirectResponse likewise.
+  bool PrepareDirect(const Address& dest, const MessageBytes& message, DirectPacket* direct,
+                     RpcId response_to = 0);
+  // Sends the prepared packet, and wakes the loop only if it would otherwise sleep past the
+  // RPC's first loss-recovery timer or its deadline (or the send failed).
+  void SendDirect(const DirectPacket& direct, int64_t deadline_nanos);
   bool IsLoopThread() const { return std::this_thread::get_id() == thread_id_.load(); }
 
   // Loop-thread operations (call via Post from elsewhere).
   // `deadline_nanos` (MonotonicClock; INT64_MAX = none): abort with DEADLINE_EXCEEDED then.
-  void StartClientRpc(uint64_t token, const Address& dest, Buffer request,
+  void StartClientRpc(uint64_t token, const Address& dest, MessageBytes request,
                       Endpoint::ResponseCallback done, int64_t deadline_nanos = INT64_MAX);
+  // StartClientRpc for a request whose one packet another thread sent (PrepareDirect).
+  void AdoptDirectRpc(uint64_t token, const Address& dest, RpcId id, MessageBytes request,
+                      Endpoint::ResponseCallback done, int64_t deadline_nanos);
   void AbortClientRpc(uint64_t token, absl::Status status);
-  void SendResponse(const ServerRpcHandle& rpc, Buffer response);
+  void SendResponse(const ServerRpcHandle& rpc, MessageBytes response);
+  // SendResponse for a response whose one packet another thread sent (PrepareDirect).
+  void AdoptDirectResponse(const ServerRpcHandle& rpc, MessageBytes response);
 
   // Inline mode (no loop thread): the calling thread becomes the loop's thread and drives it
   // with RunOnce()/RunUntil(); it must call Shutdown() before the loop is destroyed.
@@ -121,6 +146,11 @@ class Loop final : public EngineHandler {
   bool RunDeadlines(int64_t now);
   int64_t NextWakeNanos() const;
   void PruneDeadlines();
+  // Updates routes_[dest] from the engine (direct sends).
+  void RefreshRoute(const Address& dest);
+  // Registers a started client RPC (pending_, deadlines_) and refreshes the direct route.
+  void TrackClientRpc(uint64_t token, const Address& dest, RpcId id,
+                      Endpoint::ResponseCallback done, int64_t deadline_nanos);
   void FailAllClientRpcs();
 
   const uint32_t index_;
@@ -134,6 +164,10 @@ class Loop final : public EngineHandler {
   std::atomic<std::thread::id> thread_id_{};
   std::atomic<bool> stop_{false};
   std::atomic<bool> sleeping_{false};
+  // While sleeping_: when the loop will wake by itself (its next timer or deadline).
+  std::atomic<int64_t> wake_at_nanos_{0};
+  const bool direct_send_;
+  const int64_t first_resend_nanos_;  // silence before a client RPC's first RESEND
   std::atomic<uint64_t> posted_count_{0};
   bool stopped_ = false;
   bool running_ = false;        // RunUntil is on the stack (loop thread only)
@@ -143,6 +177,12 @@ class Loop final : public EngineHandler {
   std::vector<absl::AnyInvocable<void()>> posted_ ABSL_GUARDED_BY(mu_);
   std::vector<absl::AnyInvocable<void()>> spare_posted_;  // loop thread: RunPosted's batch
   bool accepting_posts_ ABSL_GUARDED_BY(mu_) = true;
+
+  // Direct-send routes: what PrepareDirect needs about each destination this loop has sent a
+  // request to (written on the loop thread, read by callers). Bounded: cleared when full.
+  static constexpr size_t kMaxDirectRoutes = 256;
+  std::mutex routes_mu_;
+  absl::flat_hash_map<Address, Engine::DirectRoute> routes_ ABSL_GUARDED_BY(routes_mu_);
 
   // Client RPCs in flight on this loop: the caller's token -> engine id and callback.
   struct Pending {

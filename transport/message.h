@@ -13,6 +13,7 @@
 #include "absl/container/inlined_vector.h"
 #include "absl/types/span.h"
 #include "transport/buffer.h"
+#include "transport/message_bytes.h"
 
 namespace homarpc::transport {
 
@@ -23,7 +24,7 @@ struct ByteRange {
 };
 
 struct OutMessage {
-  Buffer bytes;
+  MessageBytes bytes;
   uint32_t length = 0;
   uint32_t next_xmit = 0;    // first byte never transmitted
   uint32_t granted = 0;      // may transmit bytes below this

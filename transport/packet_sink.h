@@ -1,8 +1,8 @@
 // PacketSink: where the engine hands the packets it wants sent.
 //
 // The engine emits OutPackets; an I/O backend (or the in-memory fabric) implements the sink.
-// A packet is a small header copied into the OutPacket plus a payload span that points into a
-// message buffer the engine owns: nothing is copied on the way out. The span stays valid until
+// A packet is a small header copied into the OutPacket plus one or two payload spans that point
+// into a message the engine holds (MessageBytes): nothing is copied on the way out. The span stays valid until
 // the engine's next Reap(), which its owner calls only after the sink has flushed (see
 // engine.h), so a sink may hold spans across a batch and send them with one system call
 // (UDP GSO: consecutive packets with the same destination, priority and size).
@@ -22,9 +22,13 @@ struct OutPacket {
   uint8_t priority = 0;  // 0..7; the sink sets IP TOS / traffic class to priority << 5
   uint8_t header_len = 0;
   uint8_t header[wire::kMaxHeaderSize];
-  absl::Span<const uint8_t> payload;  // DATA only; owned by the engine
+  // DATA only, held by the engine: the payload is `payload` followed by `payload2` (empty
+  // unless the packet spans two segments of a gathered message).
+  absl::Span<const uint8_t> payload;
+  absl::Span<const uint8_t> payload2;
 
-  size_t size() const { return header_len + payload.size(); }
+  size_t payload_size() const { return payload.size() + payload2.size(); }
+  size_t size() const { return header_len + payload_size(); }
 };
 
 class PacketSink {

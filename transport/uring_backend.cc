@@ -125,7 +125,14 @@ class UringBackend final : public IoBackend {
   int Poll(RecvFn fn) override;
   void Wait(int64_t timeout_nanos) override;
   void Notify() override;
-  IoStats stats() const override { return stats_; }
+  bool SendDirect(const OutPacket& packet) override {
+    return direct_.Send(fd_, local_.family(), packet);
+  }
+  IoStats stats() const override {
+    IoStats s = stats_;
+    direct_.AddTo(&s);
+    return s;
+  }
 
  private:
   // Called at the top of Poll/Flush/Wait: the first caller becomes the owner and issuer.
@@ -180,6 +187,7 @@ class UringBackend final : public IoBackend {
 
   OwnerThread owner_;
   IoStats stats_;
+  io_internal::DirectSendCounters direct_;  // SendDirect, any thread
 };
 
 UringBackend::UringBackend(const IoOptions& options) : gso_enabled_(options.enable_gso) {}

@@ -42,6 +42,7 @@ namespace homarpc::testing {
 using internal::MessageTransport;
 using transport::Address;
 using transport::Buffer;
+using transport::MessageBytes;
 using transport::kNanosPerMicro;
 using transport::MonotonicClock;
 
@@ -64,7 +65,7 @@ class FabricNetwork::Node final : public transport::FabricNode,
   bool closed() const { return closed_; }
   transport::Engine& engine() { return *engine_; }
 
-  void StartClientRpc(uint64_t token, const Address& dest, Buffer request,
+  void StartClientRpc(uint64_t token, const Address& dest, MessageBytes request,
                       MessageTransport::ResponseCallback done, int64_t deadline_nanos) {
     if (closed_) {
       done(absl::CancelledError("transport destroyed"));
@@ -85,7 +86,7 @@ class FabricNetwork::Node final : public transport::FabricNode,
     engine_->AbortClientRpc(it->second.id, std::move(status));  // fires OnResponse
   }
 
-  void SendResponse(const transport::ServerRpcHandle& rpc, Buffer response) {
+  void SendResponse(const transport::ServerRpcHandle& rpc, MessageBytes response) {
     if (closed_) return;
     absl::Status s = engine_->SendResponse(rpc, std::move(response));
     if (!s.ok()) HOMARPC_LOG(INFO) << "fabric response not sent: " << s.ToString();
@@ -196,7 +197,7 @@ class FabricNetwork::Transport final : public MessageTransport {
 
   Address local_address() const override { return node_->address(); }
 
-  uint64_t SendRequest(const Address& dest, Buffer request, ResponseCallback done,
+  uint64_t SendRequest(const Address& dest, MessageBytes request, ResponseCallback done,
                        int64_t deadline_nanos) override {
     const uint64_t token = next_token_.fetch_add(1);
     network_->Post([node = node_, token, dest, request = std::move(request), done = std::move(done),
@@ -213,7 +214,7 @@ class FabricNetwork::Transport final : public MessageTransport {
     });
   }
 
-  void Reply(const transport::IncomingRequest& request, Buffer response) override {
+  void Reply(const transport::IncomingRequest& request, MessageBytes response) override {
     network_->Post([node = node_, rpc = request.rpc, response = std::move(response)]() mutable {
       node->SendResponse(rpc, std::move(response));
     });

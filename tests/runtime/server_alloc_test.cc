@@ -82,13 +82,13 @@ class FakeTransport final : public internal::MessageTransport {
   transport::Address local_address() const override {
     return transport::Address::Parse("10.0.0.1:7").value();
   }
-  uint64_t SendRequest(const transport::Address&, transport::Buffer, ResponseCallback done,
+  uint64_t SendRequest(const transport::Address&, transport::MessageBytes, ResponseCallback done,
                        int64_t) override {
     done(absl::UnimplementedError("fake"));
     return 0;
   }
   void Abort(uint64_t, absl::Status) override {}
-  void Reply(const transport::IncomingRequest&, transport::Buffer response) override {
+  void Reply(const transport::IncomingRequest&, transport::MessageBytes response) override {
     ++replies;
     last = std::move(response);
   }
@@ -97,7 +97,7 @@ class FakeTransport final : public internal::MessageTransport {
   void Stop() override {}
 
   int replies = 0;
-  transport::Buffer last;
+  transport::MessageBytes last;
 };
 
 transport::Buffer Request(const char* method, uint64_t call_id) {
@@ -146,7 +146,8 @@ TEST(ServerAllocTest, ServerAlloc_TwoAllocationsPerCall) {
     for (int i = kWarmUp; i < kWarmUp + kCalls; ++i) deliver(std::move(requests[i]));
     tls_counting = false;
     ASSERT_EQ(fake->replies - replies_before, kWarmUp + kCalls);  // all answered inline
-    auto decoded = internal::Decode(fake->last.span());
+    const transport::Buffer reply = fake->last.Flatten();
+    auto decoded = internal::Decode(reply.span());
     ASSERT_TRUE(decoded.ok()) << decoded.status();
     EXPECT_EQ(decoded->status_code, 0u);
     // The call (with its messages) and the response buffer; a little room for the registry's

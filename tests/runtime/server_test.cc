@@ -910,12 +910,12 @@ class RecordingTransport final : public internal::MessageTransport {
       : inner_(std::move(inner)), stopped_(std::move(stopped)), log_(log) {}
   ~RecordingTransport() override { log_->Add("destroy"); }
   transport::Address local_address() const override { return inner_->local_address(); }
-  uint64_t SendRequest(const transport::Address& dest, transport::Buffer request,
+  uint64_t SendRequest(const transport::Address& dest, transport::MessageBytes request,
                        ResponseCallback done, int64_t deadline_nanos) override {
     return inner_->SendRequest(dest, std::move(request), std::move(done), deadline_nanos);
   }
   void Abort(uint64_t id, absl::Status status) override { inner_->Abort(id, std::move(status)); }
-  void Reply(const transport::IncomingRequest& request, transport::Buffer response) override {
+  void Reply(const transport::IncomingRequest& request, transport::MessageBytes response) override {
     inner_->Reply(request, std::move(response));
   }
   int64_t spin_nanos() const override { return inner_->spin_nanos(); }

@@ -52,6 +52,7 @@ class Host : public PacketSink, public EngineHandler {
     c.priority = packet.priority;
     c.bytes.assign(packet.header, packet.header + packet.header_len);
     c.bytes.insert(c.bytes.end(), packet.payload.begin(), packet.payload.end());
+    c.bytes.insert(c.bytes.end(), packet.payload2.begin(), packet.payload2.end());
     outbox.push_back(std::move(c));
   }
   void OnRequest(const ServerRpcHandle& rpc, Buffer request) override {

@@ -217,9 +217,10 @@ std::string Runner::Heading() const {
   }
   return absl::StrFormat(
       "## %s\n\n%s\n\nPer point: %d ms measuring after %d warmup calls per stream. homarpc: "
-      "io_backend=%s spin_us=%d mtu=%d link_mbps=%d. %s, %d CPUs, %s %s.\n\n",
+      "io_backend=%s spin_us=%d mtu=%d link_mbps=%d direct_send=%d. %s, %d CPUs, %s %s.\n\n",
       options_.scenario, LoadScenarioDescription(options_.scenario), options_.duration_ms,
-      options_.warmup_calls, s.io_backend, s.spin_us, s.mtu, s.link_mbps, where,
+      options_.warmup_calls, s.io_backend, s.spin_us, s.mtu, s.link_mbps, s.direct_send ? 1 : 0,
+      where,
       std::thread::hardware_concurrency(), host.sysname, host.release);
 }
 

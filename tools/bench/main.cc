@@ -72,6 +72,9 @@ ABSL_FLAG(std::string, io_backend, "auto", "homarpc's UDP I/O: auto, uring or ep
 ABSL_FLAG(std::string, spin_us, "50",
           "homarpc: busy-poll this long before sleeping (0..1000000; 0 = always block).");
 ABSL_FLAG(std::string, mtu, "1500", "homarpc: link MTU to packetise for (576..65536).");
+ABSL_FLAG(std::string, direct_send, "1",
+          "homarpc: 1 = callers send one-packet requests themselves while the transport's loop "
+          "sleeps; 0 = every request goes through the loop thread.");
 ABSL_FLAG(std::string, executor, "inline",
           "homarpc, unary scenario: where the server's sync handlers run, inline (on the loop "
           "thread) or pool (worker threads).");
@@ -144,7 +147,7 @@ absl::Status FlagError(absl::string_view flag, const absl::Status& status) {
 }
 
 // The flags every scenario shares that set RunSettings: --io_backend, --spin_us, --mtu,
-// --testbed, --link_mbps.
+// --direct_send, --testbed, --link_mbps.
 absl::Status ParseSettings(RunSettings* settings) {
   settings->io_backend = absl::GetFlag(FLAGS_io_backend);
   if (!transport::ParseIoKind(settings->io_backend).has_value()) {
@@ -157,6 +160,9 @@ absl::Status ParseSettings(RunSettings* settings) {
   absl::StatusOr<int64_t> mtu = ParseBoundedInt(absl::GetFlag(FLAGS_mtu), 576, 65536);
   if (!mtu.ok()) return FlagError("mtu", mtu.status());
   settings->mtu = *mtu;
+  absl::StatusOr<int64_t> direct = ParseBoundedInt(absl::GetFlag(FLAGS_direct_send), 0, 1);
+  if (!direct.ok()) return FlagError("direct_send", direct.status());
+  settings->direct_send = *direct == 1;
   if (absl::GetFlag(FLAGS_testbed)) {
     absl::Status s = ApplyTestbed(settings);
     if (!s.ok()) return FlagError("testbed", s);
@@ -363,9 +369,10 @@ std::string SettingsLine(const Options& options, const RpcOptions& rpc_options) 
   }
   return absl::StrFormat(
       "Per point: at most %d RPCs or %d ms after %d warmup RPCs. homarpc: io_backend=%s "
-      "spin_us=%d mtu=%d link_mbps=%d%s. %s, %d CPUs, %s %s.",
+      "spin_us=%d mtu=%d link_mbps=%d direct_send=%d%s. %s, %d CPUs, %s %s.",
       options.iterations, options.duration_ms, options.warmup, options.settings.io_backend,
-      options.settings.spin_us, options.settings.mtu, options.settings.link_mbps, executor,
+      options.settings.spin_us, options.settings.mtu, options.settings.link_mbps,
+      options.settings.direct_send ? 1 : 0, executor,
       options.settings.server_netns.empty()
           ? std::string("Loopback")
           : absl::StrCat("Testbed: server in ", options.settings.server_netns, " at ",

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -99,10 +100,13 @@ TEST(DriveBlocking, WrongResponseSizeIsInternal) {
 }
 
 // Completes started calls on its own thread, in the order they were started, and records the
-// most calls it ever saw in flight at once.
+// most calls it ever saw in flight at once. With `first_batch` > 0 it completes nothing until
+// that many calls are in flight (or it is destroyed), so a driver that keeps that many
+// outstanding is seen doing so whatever the threads' timing.
 class Completer {
  public:
-  Completer() : thread_([this] { Loop(); }) {}
+  explicit Completer(size_t first_batch = 0)
+      : first_batch_(first_batch), thread_([this] { Loop(); }) {}
   ~Completer() {
     {
       absl::MutexLock lock(&mu_);
@@ -137,6 +141,12 @@ class Completer {
       Pending next{nullptr, 0, 0};
       {
         absl::MutexLock lock(&mu_);
+        auto batch = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+          return done_ || queue_.size() >= first_batch_;
+        };
+        // A failure guard, not a timer: a driver that never reaches the batch fails the test
+        // (max_in_flight) instead of hanging it.
+        if (delivered_ == 0) mu_.AwaitWithTimeout(absl::Condition(&batch), absl::Seconds(60));
         auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
           return done_ || !queue_.empty();
         };
@@ -150,6 +160,7 @@ class Completer {
     }
   }
 
+  const size_t first_batch_;
   absl::Mutex mu_;
   std::deque<Pending> queue_ ABSL_GUARDED_BY(mu_);
   size_t max_in_flight_ ABSL_GUARDED_BY(mu_) = 0;
@@ -187,7 +198,7 @@ class FakeSlot final : public AsyncSlot {
 };
 
 TEST(DriveCallbacks, KeepsConcurrencyCallsInFlightAndRecordsIterations) {
-  Completer completer;
+  Completer completer(/*first_batch=*/8);
   std::atomic<uint64_t> starts{0};
   auto keep_alive = std::make_shared<int>(7);
   std::weak_ptr<int> watch = keep_alive;

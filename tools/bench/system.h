@@ -38,6 +38,8 @@ struct RunSettings {
   // homarpc's pacing rate in Mbit/s; 0 = no pacing (loopback). On a shaped testbed link, its
   // rate (a faster pacer overruns the switch queue).
   int64_t link_mbps = 0;
+  // homarpc: callers send one-packet requests themselves while the loop sleeps.
+  bool direct_send = true;
   // Where the halves run. Network namespaces the server and client processes enter before
   // anything else ("" = stay in this one; tools/testbed.sh hosts), and the address servers
   // bind and clients dial. Systems that only work on loopback (the floors) skip other hosts.
