@@ -30,8 +30,9 @@
 # where Q, the queue limit in bytes, is 2 ms of the link rate R, at least 128 KiB (queue_bytes).
 # `mixed` runs both of its variants (separate channels, and one shared channel); `workload`
 # runs once per workload, each at its own link rate (the table `workload_rate` below); `cpu`
-# runs twice: both systems with their defaults (run `cpu`), then homarpc alone without
-# busy-polling, --spin_us=0 (run `cpu-nopoll`).
+# runs three times: both systems with their defaults (run `cpu`), then homarpc alone without
+# busy-polling, --spin_us=0 (run `cpu-nopoll`), and with its sync handlers on the loop thread,
+# --executor=inline (run `cpu-inline`).
 #
 # What it writes, in DIR/benchmarks/:
 #   <run>.md, <run>.log, <run>.info   per run (unloaded, mixed, workload-w3, ..., cpu,
@@ -176,7 +177,7 @@ run_files() {
     unloaded) echo "unloaded.* unloaded-*.dat" ;;
     mixed) echo "mixed.* mixed-*.cdf" ;;
     workload-*) echo "$1.* $1-*.dat" ;;
-    cpu) echo "cpu.* cpu-nopoll.*" ;;
+    cpu) echo "cpu.* cpu-nopoll.* cpu-inline.*" ;;
   esac
 }
 
@@ -384,6 +385,8 @@ run_all() {
       cpu)
         run_bench cpu "$default_rate" "$ms" --scenario=cpu
         run_bench cpu-nopoll "$default_rate" "$ms" --scenario=cpu --systems=homarpc --spin_us=0
+        run_bench cpu-inline "$default_rate" "$ms" --scenario=cpu --systems=homarpc \
+          --executor=inline
         ;;
     esac
   done
@@ -596,6 +599,11 @@ EOF
     "$h" "$g" us "<=" 0.5
   ratio_row "\`cpu\`: CPU time per 64 B RPC (client + server), homarpc without busy-polling (\`--spin_us=0\`, run \`cpu-nopoll\`; gRPC from run \`cpu\`)" \
     "$n" "$g" us "<=" 0.5
+  if [[ -f "$data/cpu-inline.jsonl" ]]; then
+    n="$(jv "$data/cpu-inline.jsonl" total_us_per_rpc scenario=cpu system=homarpc)"
+    ratio_row "\`cpu\`: CPU time per 64 B RPC (client + server), homarpc's sync handlers on the loop thread (\`--executor=inline\`, run \`cpu-inline\`; gRPC from run \`cpu\`)" \
+      "$n" "$g" us "<=" 0.5
+  fi
   echo
 }
 
@@ -605,19 +613,23 @@ cpu_comparison() {
   [[ -f "$c" || -f "$n" ]] || return 0
   local g
   g="$(jv "$c" total_us_per_rpc scenario=cpu system=grpc)"
-  echo "## \`cpu\`: homarpc with and without busy-polling"
+  echo "## \`cpu\`: homarpc with and without busy-polling, pool and inline handlers"
   echo
   echo "CPU time per 64 B RPC in µs (the measuring phase's CPU time over the calls completed in it),"
-  echo "from the JSON lines of the runs \`cpu\` and \`cpu-nopoll\`. By default homarpc's waiting"
+  echo "from the JSON lines of the runs \`cpu\`, \`cpu-nopoll\` and \`cpu-inline\`. By default homarpc's waiting"
   echo "threads busy-poll (\`--spin_us\`) before they sleep, and that CPU time counts here;"
-  echo "\`--spin_us=0\` always blocks."
+  echo "\`--spin_us=0\` always blocks. By default homarpc runs sync handlers on a worker pool (one"
+  echo "thread hand-off per call, which gRPC's sync server, running handlers on its polling threads,"
+  echo "does not pay); \`--executor=inline\` runs them on the loop thread, for handlers that never block."
   echo
   echo "| system | run | client | server | total | total ÷ gRPC's |"
   echo "|---|---|---:|---:|---:|---:|"
   local row file system name t r
   for row in "grpc cpu gRPC" "homarpc cpu homarpc, busy-polling (default)" \
-    "homarpc cpu-nopoll homarpc, no busy-polling (--spin_us=0)"; do
+    "homarpc cpu-nopoll homarpc, no busy-polling (--spin_us=0)" \
+    "homarpc cpu-inline homarpc, handlers on the loop thread (--executor=inline)"; do
     read -r system file name <<<"$row"
+    [[ -f "$data/$file.jsonl" ]] || continue
     t="$(jv "$data/$file.jsonl" total_us_per_rpc scenario=cpu "system=$system")"
     r="$(ratio "$t" "$g")"
     echo "| $name | \`$file\` | $(cell "$(jv "$data/$file.jsonl" client_us_per_rpc scenario=cpu "system=$system")") | $(cell "$(jv "$data/$file.jsonl" server_us_per_rpc scenario=cpu "system=$system")") | $(cell "$t") | $(xcell "$r") |"
@@ -641,7 +653,8 @@ image() {  # file caption
   printf '![%s](benchmarks/%s)\n\n' "$2" "$1"
 }
 
-all_runs=(unloaded mixed workload-w1 workload-w2 workload-w3 workload-w4 workload-w5 cpu cpu-nopoll)
+all_runs=(unloaded mixed workload-w1 workload-w2 workload-w3 workload-w4 workload-w5 cpu cpu-nopoll
+  cpu-inline)
 
 run_section() {  # id title
   local id="$1" f="$data/$1.info" rc run_mode
@@ -799,6 +812,7 @@ EOF
     done
     run_section cpu "\`cpu\`: CPU time per RPC"
     run_section cpu-nopoll "\`cpu-nopoll\`: CPU time per RPC, homarpc without busy-polling (\`--spin_us=0\`)"
+    run_section cpu-inline "\`cpu-inline\`: CPU time per RPC, homarpc's handlers on the loop thread (\`--executor=inline\`)"
     cpu_comparison
     echo "## Files"
     echo

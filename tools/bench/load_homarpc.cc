@@ -2,7 +2,8 @@
 // (load_scenarios.h). Written like load_grpc.cc, line for line where the APIs match, so that
 // the two differ only in the system under test.
 //
-// Server: the sync Echo::Service (Echo and Fetch) on the default worker-pool executor; Fetch
+// Server: the sync Echo::Service (Echo and Fetch) on the default worker-pool executor (or, with
+// --executor=inline, on the loop thread: LoadOptions::homarpc_inline_handlers); Fetch
 // answers with a prefix of one preallocated buffer of the point's max_message_bytes (the copy
 // into the response is the only per-call work). Sync on both systems, as most gRPC servers are
 // written: a bulk Fetch copies megabytes, which a callback handler would do on the loop thread
@@ -124,6 +125,7 @@ class HomarpcLoadChannel final : public LoadChannel {
 
 class HomarpcLoadSystem final : public LoadSystem {
  public:
+  explicit HomarpcLoadSystem(bool inline_handlers) : inline_handlers_(inline_handlers) {}
   std::string name() const override { return kHomarpcSystem; }
 
   absl::Status Serve(const LoadPoint& point, ServerEnv& env) const override {
@@ -136,6 +138,7 @@ class HomarpcLoadSystem final : public LoadSystem {
     builder.SetMaxReceiveMessageSize(LoadMessageLimit(point));
     builder.SetMaxSendMessageSize(LoadMessageLimit(point));
     builder.SetNumLoops(1);
+    if (inline_handlers_) builder.SetExecutor(homarpc::ServerExecutor::kInline);
     ApplySettings(point.settings, &builder);
     std::unique_ptr<homarpc::Server> server = builder.BuildAndStart();
     if (server == nullptr || port <= 0)
@@ -161,12 +164,15 @@ class HomarpcLoadSystem final : public LoadSystem {
     if (channel == nullptr) return absl::UnavailableError("homarpc channel was not created");
     return std::make_unique<HomarpcLoadChannel>(std::move(channel), point.max_message_bytes);
   }
+
+ private:
+  const bool inline_handlers_;
 };
 
 }  // namespace
 
-std::unique_ptr<LoadSystem> MakeHomarpcLoadSystem() {
-  return std::make_unique<HomarpcLoadSystem>();
+std::unique_ptr<LoadSystem> MakeHomarpcLoadSystem(bool inline_handlers) {
+  return std::make_unique<HomarpcLoadSystem>(inline_handlers);
 }
 
 }  // namespace homarpc::bench

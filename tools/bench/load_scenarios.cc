@@ -124,7 +124,7 @@ class Runner {
       if (name == kGrpcSystem) {
         systems_.push_back(MakeGrpcLoadSystem());
       } else if (name == kHomarpcSystem) {
-        systems_.push_back(MakeHomarpcLoadSystem());
+        systems_.push_back(MakeHomarpcLoadSystem(options.homarpc_inline_handlers));
       } else {
         failures_.push_back({name, options.scenario, "unknown system (known: grpc, homarpc)"});
       }
@@ -217,10 +217,11 @@ std::string Runner::Heading() const {
   }
   return absl::StrFormat(
       "## %s\n\n%s\n\nPer point: %d ms measuring after %d warmup calls per stream. homarpc: "
-      "io_backend=%s spin_us=%d mtu=%d link_mbps=%d direct_send=%d. %s, %d CPUs, %s %s.\n\n",
+      "io_backend=%s spin_us=%d mtu=%d link_mbps=%d direct_send=%d executor=%s. %s, %d CPUs, "
+      "%s %s.\n\n",
       options_.scenario, LoadScenarioDescription(options_.scenario), options_.duration_ms,
       options_.warmup_calls, s.io_backend, s.spin_us, s.mtu, s.link_mbps, s.direct_send ? 1 : 0,
-      where,
+      options_.homarpc_inline_handlers ? "inline" : "pool", where,
       std::thread::hardware_concurrency(), host.sysname, host.release);
 }
 

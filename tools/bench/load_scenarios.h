@@ -67,6 +67,9 @@ struct LoadOptions {
   uint64_t bulk_bytes = uint64_t{8} << 20;
   int bulk_in_flight = 2;
   double cpu_rate = 5000;
+  // homarpc's server runs its sync handlers on the loop thread (--executor=inline) instead of
+  // its default worker pool: one thread hand-off less per call, for handlers that never block.
+  bool homarpc_inline_handlers = false;
   // Client hosts: the testbed's hosts 1..hosts-1 (namespace names from settings and
   // HOMARPC_TESTBED_*), or {"", ""} on loopback (two client processes here; empty means the
   // same).
@@ -84,7 +87,8 @@ int RunLoadScenario(const LoadOptions& options);
 
 // The systems, for tests and listing.
 std::unique_ptr<LoadSystem> MakeGrpcLoadSystem();
-std::unique_ptr<LoadSystem> MakeHomarpcLoadSystem();
+// `inline_handlers`: see LoadOptions::homarpc_inline_handlers.
+std::unique_ptr<LoadSystem> MakeHomarpcLoadSystem(bool inline_handlers = false);
 
 // The message size limit both systems set for `point`, on client and server, for send and
 // receive: MessageLimitFor() (rpc_scenarios.h) of point.max_message_bytes — that plus 64 KiB

@@ -75,9 +75,10 @@ ABSL_FLAG(std::string, mtu, "1500", "homarpc: link MTU to packetise for (576..65
 ABSL_FLAG(std::string, direct_send, "1",
           "homarpc: 1 = callers send one-packet requests themselves while the transport's loop "
           "sleeps; 0 = every request goes through the loop thread.");
-ABSL_FLAG(std::string, executor, "inline",
-          "homarpc, unary scenario: where the server's sync handlers run, inline (on the loop "
-          "thread) or pool (worker threads).");
+ABSL_FLAG(std::string, executor, "",
+          "homarpc: where the server's sync handlers run, inline (on the loop thread) or pool "
+          "(worker threads). Empty = inline for the unary scenario (its echo never blocks), "
+          "pool for the load scenarios (homarpc's default).");
 ABSL_FLAG(std::string, link_mbps, "",
           "homarpc: pacing rate in Mbit/s (0..10000000; 0 = no pacing). Empty = 0 on loopback, "
           "the testbed's link rate with --testbed.");
@@ -275,8 +276,8 @@ absl::StatusOr<double> ParseRate(absl::string_view flag, const std::string& text
   return rate;
 }
 
-// The load scenarios' flags (load_scenarios.h). --concurrency, --iterations and --executor do
-// not apply to them and are ignored.
+// The load scenarios' flags (load_scenarios.h). --concurrency and --iterations do not apply to
+// them and are ignored.
 absl::StatusOr<LoadOptions> ParseLoadOptions(const std::string& scenario) {
   LoadOptions options;
   options.scenario = scenario;
@@ -333,6 +334,8 @@ absl::StatusOr<LoadOptions> ParseLoadOptions(const std::string& scenario) {
   absl::StatusOr<double> cpu_rate = ParseRate("cpu_rate", absl::GetFlag(FLAGS_cpu_rate));
   if (!cpu_rate.ok()) return cpu_rate.status();
   options.cpu_rate = *cpu_rate;
+  // Validated in main() with the unary scenario's use of it; empty = homarpc's default pool.
+  options.homarpc_inline_handlers = absl::GetFlag(FLAGS_executor) == "inline";
   options.data_dir = absl::GetFlag(FLAGS_data_dir);
   options.json = absl::GetFlag(FLAGS_json);
 
@@ -493,8 +496,9 @@ int main(int argc, char** argv) {
     return 2;
   }
   // --executor is read before the registry is filled: the unary homarpc system is built with it.
+  const std::string executor_flag = absl::GetFlag(FLAGS_executor);
   absl::StatusOr<bench::HomarpcExecutor> executor =
-      bench::ParseExecutor(absl::GetFlag(FLAGS_executor));
+      bench::ParseExecutor(executor_flag.empty() ? "inline" : executor_flag);
   if (!executor.ok()) {
     std::fprintf(stderr, "homarpc-bench: --executor: %s\n",
                  std::string(executor.status().message()).c_str());
