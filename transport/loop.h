@@ -92,14 +92,15 @@ class Loop final : public EngineHandler {
   };
   // Prepares `message` to `dest` for a direct send and returns true when it qualifies: the
   // loop is asleep (posting to an awake loop costs no system call), the message fits one
-  // packet, and the loop knows the route to `dest` (it has exchanged RPCs with it). A request
+  // packet, the loop knows the route to `dest` (it has exchanged RPCs with it), and, for a
+  // request, requests have been sparse (SparseCalls). A request
   // gets a fresh id (`response_to` 0): then post AdoptDirectRpc with `direct->id`, without
   // waking, and call SendDirect. A response to server RPC `response_to` (from `dest`): post
   // AdoptDirectResponse likewise.
   bool PrepareDirect(const Address& dest, const MessageBytes& message, DirectPacket* direct,
                      RpcId response_to = 0);
   // Sends the prepared packet, and wakes the loop only if it would otherwise sleep past the
-  // RPC's first loss-recovery timer or its deadline (or the send failed).
+  // RPC's first loss-recovery timer or its deadline, or the send failed.
   void SendDirect(const DirectPacket& direct, int64_t deadline_nanos);
   bool IsLoopThread() const { return std::this_thread::get_id() == thread_id_.load(); }
 
@@ -146,6 +147,9 @@ class Loop final : public EngineHandler {
   bool RunDeadlines(int64_t now);
   int64_t NextWakeNanos() const;
   void PruneDeadlines();
+  // Records a request from another thread; true when such requests have been coming further
+  // apart than the spin time on average (then they may go direct: see loop.cc).
+  bool SparseCalls();
   // Updates routes_[dest] from the engine (direct sends).
   void RefreshRoute(const Address& dest);
   // Registers a started client RPC (pending_, deadlines_) and refreshes the direct route.
@@ -166,6 +170,9 @@ class Loop final : public EngineHandler {
   std::atomic<bool> sleeping_{false};
   // While sleeping_: when the loop will wake by itself (its next timer or deadline).
   std::atomic<int64_t> wake_at_nanos_{0};
+  // Requests from other threads: when the last came, and the average gap (SparseCalls).
+  std::atomic<int64_t> last_call_nanos_{0};
+  std::atomic<int64_t> call_gap_average_nanos_{0};
   const bool direct_send_;
   const int64_t first_resend_nanos_;  // silence before a client RPC's first RESEND
   std::atomic<uint64_t> posted_count_{0};
