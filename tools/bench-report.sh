@@ -28,15 +28,17 @@
 #       BUILD/tools/homarpc-bench --testbed --scenario=S ... --data_dir=DIR/benchmarks \
 #       --json_out=DIR/benchmarks/<run>.jsonl
 # where Q, the queue limit in bytes, is 2 ms of the link rate R, at least 128 KiB (queue_bytes).
-# `mixed` runs both of its variants (separate channels, and one shared channel); `workload`
+# `mixed` runs both of its variants (separate channels, and one shared channel), twice: on the
+# priority ports (run `mixed`) and on one FIFO per port, --priorities=1, the issue's plain-tbf
+# testbed (run `mixed-fifo`, data files in DIR/benchmarks/mixed-fifo/); `workload`
 # runs once per workload, each at its own link rate (the table `workload_rate` below); `cpu`
 # runs three times: both systems with their defaults (run `cpu`), then homarpc alone without
 # busy-polling, --spin_us=0 (run `cpu-nopoll`), and with its sync handlers on the loop thread,
 # --executor=inline (run `cpu-inline`).
 #
 # What it writes, in DIR/benchmarks/:
-#   <run>.md, <run>.log, <run>.info   per run (unloaded, mixed, workload-w3, ..., cpu,
-#                                     cpu-nopoll): the Markdown tables homarpc-bench printed,
+#   <run>.md, <run>.log, <run>.info   per run (unloaded, mixed, mixed-fifo, workload-w3, ...,
+#                                     cpu, cpu-nopoll, cpu-inline): the Markdown tables homarpc-bench printed,
 #                                     its stderr, and how it ran (command, mode, link rate,
 #                                     queue limit, exit status, date)
 #   <run>.jsonl                       the run's JSON lines (homarpc-bench --json_out): the
@@ -175,7 +177,7 @@ fi
 run_files() {
   case "$1" in
     unloaded) echo "unloaded.* unloaded-*.dat" ;;
-    mixed) echo "mixed.* mixed-*.cdf" ;;
+    mixed) echo "mixed.* mixed-*.cdf mixed-fifo.* mixed-fifo" ;;
     workload-*) echo "$1.* $1-*.dat" ;;
     cpu) echo "cpu.* cpu-nopoll.* cpu-inline.*" ;;
   esac
@@ -242,11 +244,14 @@ run_bench() {
   local buffer mode
   buffer="$(queue_bytes "$rate")"
   mode="$( ((quick)) && echo quick || echo full)"
-  local args=(--testbed "$@" --duration_ms="$ms" --data_dir="$data" --json_out="$data/$id.jsonl")
-  local shown_args=(--testbed "$@" --duration_ms="$ms" --data_dir="$(shown "$data")"
+  # RUN_PRIORITIES overrides --priorities for one run; RUN_DATA_DIR keeps its data files apart.
+  local prios="${RUN_PRIORITIES:-$priorities}" dir="${RUN_DATA_DIR:-$data}"
+  mkdir -p "$dir"
+  local args=(--testbed "$@" --duration_ms="$ms" --data_dir="$dir" --json_out="$data/$id.jsonl")
+  local shown_args=(--testbed "$@" --duration_ms="$ms" --data_dir="$(shown "$dir")"
                     --json_out="$(shown "$data/$id.jsonl")")
   local command
-  command="tools/testbed.sh run --hosts=$hosts --rate=$rate --buffer=$buffer --priorities=$priorities -- $(shown "$bench") ${shown_args[*]}"
+  command="tools/testbed.sh run --hosts=$hosts --rate=$rate --buffer=$buffer --priorities=$prios -- $(shown "$bench") ${shown_args[*]}"
   local started rc=0
   started="$(date -u '+%Y-%m-%d %H:%M:%S UTC')"
   log "$id: $command"
@@ -257,7 +262,7 @@ run_bench() {
   # signal arrives. (A background job of this non-interactive shell is not a group leader, so
   # setsid execs in place: $! is the new group's id.)
   setsid "$here/testbed.sh" run --hosts="$hosts" --rate="$rate" --buffer="$buffer" \
-    --priorities="$priorities" -- \
+    --priorities="$prios" -- \
     "$bench" "${args[@]}" >"$data/$id.md" 2>"$data/$id.log" &
   child=$!
   tail -n +1 -f --pid="$child" "$data/$id.log" >&2 &
@@ -271,7 +276,7 @@ run_bench() {
     echo "mode=$mode"
     echo "rate=$rate"
     echo "buffer=$buffer"
-    echo "priorities=$priorities"
+    echo "priorities=$prios"
     echo "hosts=$hosts"
     echo "duration_ms=$ms"
     echo "rc=$rc"
@@ -373,7 +378,12 @@ run_all() {
     if ((quick)); then ms="${quick_ms[$s]}"; else ms="${full_ms[$s]}"; fi
     case "$s" in
       unloaded) run_bench unloaded "$default_rate" "$ms" --scenario=unloaded ;;
-      mixed) run_bench mixed "$default_rate" "$ms" --scenario=mixed ;;
+      mixed)
+        run_bench mixed "$default_rate" "$ms" --scenario=mixed
+        # The issue's literal testbed: one FIFO (plain tbf) per port, no priority queues.
+        RUN_PRIORITIES=1 RUN_DATA_DIR="$data/mixed-fifo" \
+          run_bench mixed-fifo "$default_rate" "$ms" --scenario=mixed
+        ;;
       workload)
         for w in "${workloads[@]}"; do
           local wms="$ms"
@@ -465,12 +475,14 @@ queue_cell() {
 
 # The mixed rows, per variant: the small calls' p99 (the JSON lines; the CDF files without
 # them) and the bulk goodput (the JSON lines only).
-targets_mixed_rows() {  # variant label
-  local j="$data/mixed.jsonl" h g hb gb
+targets_mixed_rows() {  # variant label [run]
+  local j="$data/${3:-mixed}.jsonl" h g hb gb
+  [[ -f "$j" || -z "${3:-}" ]] || return 0
   h="$(jv "$j" small_p99_us scenario=mixed "label=$1" system=homarpc)"
   g="$(jv "$j" small_p99_us scenario=mixed "label=$1" system=grpc)"
-  [[ -n "$h" ]] || h="$(cdf_at "$data/$1-homarpc.cdf" 0.99)"
-  [[ -n "$g" ]] || g="$(cdf_at "$data/$1-grpc.cdf" 0.99)"
+  local cdfs="$data${3:+/$3}"
+  [[ -n "$h" ]] || h="$(cdf_at "$cdfs/$1-homarpc.cdf" 0.99)"
+  [[ -n "$g" ]] || g="$(cdf_at "$cdfs/$1-grpc.cdf" 0.99)"
   hb="$(jv "$j" bulk_goodput_gbps scenario=mixed "label=$1" system=homarpc)"
   gb="$(jv "$j" bulk_goodput_gbps scenario=mixed "label=$1" system=grpc)"
   ratio_row "\`mixed\`, $2: p99 of the 64 B calls" "$h" "$g" us "<=" 0.1
@@ -544,7 +556,9 @@ caveats_section() {
   below the wire time, and homarpc's is not.
 - **Queues per priority.** Each of the 8 priority queues of a port holds up to the queue limit;
   gRPC's TCP uses one of them, homarpc several. Homa's short messages ride the top queues,
-  which stay nearly empty.
+  which stay nearly empty. The run `mixed-fifo` repeats `mixed` on one FIFO per port (plain
+  tbf, the issue's testbed as written): there gRPC's small calls queue behind its bulk data in
+  the same FIFO (and TCP recovers its drops), while homarpc's receiver keeps that queue short.
 - **Load counts request payload, and homarpc's per-call overhead is larger.** Each homarpc
   request carries ~180 bytes besides its payload (a 56-byte Homa DATA header, the envelope with
   the full method name, UDP/IP/Ethernet), where HTTP/2 indexes the method with HPACK and TCP
@@ -586,6 +600,8 @@ The `workload` targets are judged both ways.
 EOF
   targets_mixed_rows mixed "separate channels"
   targets_mixed_rows mixed-shared "bulk on the same channel"
+  targets_mixed_rows mixed "separate channels, one FIFO per port (run \`mixed-fifo\`)" mixed-fifo
+  targets_mixed_rows mixed-shared "bulk on the same channel, one FIFO per port (run \`mixed-fifo\`)" mixed-fifo
   local w
   for w in w3 w4; do
     targets_workload_rows "$w" 80
@@ -653,7 +669,7 @@ image() {  # file caption
   printf '![%s](benchmarks/%s)\n\n' "$2" "$1"
 }
 
-all_runs=(unloaded mixed workload-w1 workload-w2 workload-w3 workload-w4 workload-w5 cpu cpu-nopoll
+all_runs=(unloaded mixed mixed-fifo workload-w1 workload-w2 workload-w3 workload-w4 workload-w5 cpu cpu-nopoll
   cpu-inline)
 
 run_section() {  # id title
@@ -765,7 +781,8 @@ chosen by the packets' DSCP class, each with the queue limit below. homarpc mark
 with Homa's priorities and paces its sender to the link rate (\`--testbed\` sets
 \`--link_mbps\` from it); gRPC runs over the kernel's TCP with its defaults, whose packets
 all land in the lowest queue, a single FIFO for them. The server runs on host 0, the clients
-on the other hosts. A workload of short messages runs at a lower link rate, so that 80% load stays
+on the other hosts (run \`mixed-fifo\` alone uses one plain FIFO per port instead). A workload
+of short messages runs at a lower link rate, so that 80% load stays
 within what two cores can serve (about 5000 calls/s; the table \`workload_rate\` in
 \`tools/bench-report.sh\` says how each rate was chosen).
 
@@ -797,6 +814,7 @@ EOF
     run_section mixed "\`mixed\`: 64 B calls behind bulk fetches"
     image mixed-cdf.png "mixed: latency CDF of the 64 B calls"
     image mixed-tail.png "mixed: latency tail (1 - CDF) of the 64 B calls"
+    run_section mixed-fifo "\`mixed-fifo\`: the same on one FIFO per port (\`--priorities=1\`, plain tbf)"
     for w in "${all_workloads[@]}"; do
       run_section "workload-$w" "\`workload\` ${w^^}"
       for load in 50 80; do
