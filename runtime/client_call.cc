@@ -14,9 +14,9 @@
 // The request is encoded straight into the one transport::Buffer that is sent (envelope header,
 // then the protobuf serialized in place) -- or, for a blocking call with a payload of
 // kZeroCopyMinBytes or more, its large fields are borrowed (payload_encoder.h) and the call
-// returns only once the transport has released them; the response's bytes stay in the transport's Buffer,
-// which the context keeps so the server-metadata views stay valid; the payload is parsed from
-// it in place. The transport callback captures one raw pointer, so std::function stores it
+// returns only once the transport has released them; the response's bytes stay in the
+// transport's Buffer, which the context keeps so the server-metadata views stay valid; the
+// payload is parsed from it in place. The transport callback captures one raw pointer, so std::function stores it
 // without allocating.
 //
 // Waiting. A blocking caller spins for the transport's poll time (a sleeping thread costs

@@ -9,7 +9,8 @@
 // being borrowed: tiny borrowed segments would cut packets short.
 // Chunks are owned Buffers handed out whole by Next(); BackUp() returns the unused tail; a
 // chunk is appended to the MessageBytes (shrunk to what was written) when the stream moves
-// past it. The first chunk is the caller's header buffer, after its used bytes.
+// past it. The first chunk is the caller's header buffer, after its used bytes. Chunk sizes
+// double from 1 KiB, and restart at 128 bytes after each borrowed field.
 #include "runtime/payload_encoder.h"
 
 #include <algorithm>
@@ -26,6 +27,7 @@ namespace {
 
 // Owned chunks grow from 1 KiB and stay below kMinBorrowBytes (see DESIGN NOTES).
 constexpr size_t kFirstChunkBytes = 1024;
+constexpr size_t kAfterBorrowChunkBytes = 128;
 constexpr size_t kMaxChunkBytes = kMinBorrowBytes - 1024;
 
 class GatherStream final : public google::protobuf::io::ZeroCopyOutputStream {
@@ -64,6 +66,9 @@ class GatherStream final : public google::protobuf::io::ZeroCopyOutputStream {
     } else {
       CommitChunk();
       out_->AppendBorrowed(absl::Span<const uint8_t>(bytes, n));
+      // What follows a borrowed field is often just the next field's tag and length (a
+      // repeated bytes field): start small again rather than allocate a large chunk for it.
+      next_chunk_bytes_ = kAfterBorrowChunkBytes / 2;
     }
     Count(n);
     return true;

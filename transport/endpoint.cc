@@ -270,6 +270,7 @@ IoStats Endpoint::io_stats() const {
       sum.recv_no_buffers += s.recv_no_buffers;
       sum.direct_sends += s.direct_sends;
       sum.direct_send_errors += s.direct_send_errors;
+      sum.direct_send_wakes += l->direct_wakes();
     });
   }
   return sum;

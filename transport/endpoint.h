@@ -69,7 +69,10 @@ class Endpoint {
   // their clients see UNAVAILABLE. Errors: INVALID_ARGUMENT (bad config), socket errors.
   static absl::StatusOr<std::unique_ptr<Endpoint>> Create(const EndpointOptions& options,
                                                           RequestHandler handler = nullptr);
-  // Stops the loops. Client RPCs still in flight complete with CANCELLED first.
+  // Stops the loops. Client RPCs still in flight complete with CANCELLED first. No other
+  // thread may still be inside a method of this endpoint: a SendRequest() or Reply() can be
+  // finishing its direct send after the RPC's callback has already run (loop.cc), so a
+  // callback's completion is not proof that its caller has returned.
   ~Endpoint();
 
   // The bound address (with the port the kernel chose when the options said 0).

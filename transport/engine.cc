@@ -62,7 +62,8 @@ Engine::Engine(const Config& config, const Clock* clock, PacketSink* sink, Engin
                uint16_t local_port, bool ipv6)
     : impl_(std::make_unique<Impl>(config, clock, sink, handler, local_port, ipv6)) {}
 Engine::~Engine() = default;
-absl::StatusOr<RpcId> Engine::SendRequest(const Address& dest, MessageBytes request, uint64_t cookie) {
+absl::StatusOr<RpcId> Engine::SendRequest(const Address& dest, MessageBytes request,
+                                          uint64_t cookie) {
   return impl_->SendRequest(dest, std::move(request), cookie);
 }
 absl::Status Engine::SendResponse(const ServerRpcHandle& rpc, MessageBytes response) {
@@ -74,13 +75,16 @@ bool Engine::GetDirectRoute(const Address& dest, DirectRoute* route) {
 RpcId Engine::ReserveClientId() {
   return impl_->next_client_id_.fetch_add(2, std::memory_order_relaxed);
 }
-uint32_t Engine::payload_per_packet() const { return impl_->payload_per_packet_; }
+uint32_t Engine::direct_max_bytes() const { return impl_->DirectMaxBytes(); }
 absl::Status Engine::AdoptSentRequest(const Address& dest, RpcId id, MessageBytes request,
                                       uint64_t cookie) {
   return impl_->AdoptSentRequest(dest, id, std::move(request), cookie);
 }
 absl::Status Engine::AdoptSentResponse(const ServerRpcHandle& rpc, MessageBytes response) {
   return impl_->AdoptSentResponse(rpc, std::move(response));
+}
+void Engine::RetransmitDirect(const Address& peer, RpcId id, bool response) {
+  impl_->RetransmitDirect(peer, id, response);
 }
 void Engine::FlushAcks() { impl_->FlushAcks(); }
 
@@ -166,7 +170,7 @@ absl::StatusOr<RpcId> Engine::Impl::SendRequest(const Address& dest, MessageByte
 absl::Status Engine::Impl::AdoptSentRequest(const Address& dest, RpcId id, MessageBytes request,
                                             uint64_t cookie) {
   now_ = clock_->NowNanos();
-  if (!dest.is_set() || dest.is_v6() != ipv6_ || request.size() > payload_per_packet_) {
+  if (!dest.is_set() || dest.is_v6() != ipv6_ || request.size() > DirectMaxBytes()) {
     return absl::InvalidArgumentError(
         absl::StrCat("a direct send to ", dest.ToString(), " of ", request.size(), " bytes"));
   }
@@ -184,18 +188,10 @@ absl::Status Engine::Impl::AdoptSentRequest(const Address& dest, RpcId id, Messa
 
 absl::Status Engine::Impl::AdoptSentResponse(const ServerRpcHandle& handle, MessageBytes response) {
   now_ = clock_->NowNanos();
-  auto it = server_rpcs_.find(ServerKey{handle.client, handle.id});
-  if (it == server_rpcs_.end()) {
-    return absl::NotFoundError(absl::StrCat("no server RPC ", handle.id, " from ",
-                                            handle.client.ToString(), " (client gone?)"));
-  }
-  Rpc* rpc = it->second.get();
-  if (rpc->state != RpcState::kInService) {
-    return absl::FailedPreconditionError(absl::StrCat("server RPC ", handle.id, " from ",
-                                                      handle.client.ToString(),
-                                                      " was already answered"));
-  }
-  if (response.size() > payload_per_packet_) {
+  absl::StatusOr<Rpc*> found = RpcAwaitingResponse(handle);
+  if (!found.ok()) return found.status();
+  Rpc* rpc = *found;
+  if (response.size() > DirectMaxBytes()) {
     return absl::InvalidArgumentError(
         absl::StrCat("a direct response of ", response.size(), " bytes"));
   }
@@ -209,7 +205,7 @@ void Engine::Impl::AdoptSentMessage(Rpc* rpc, MessageBytes message) {
   OutMessage& out = rpc->out;
   out.length = static_cast<uint32_t>(message.size());
   out.bytes = std::move(message);
-  out.unscheduled = out.length;  // at most one packet: all unscheduled
+  out.unscheduled = out.length;  // at most DirectMaxBytes(): one packet, all unscheduled
   out.granted = out.length;
   out.next_xmit = out.length;
   out.sent_empty = out.length == 0;
@@ -219,6 +215,24 @@ void Engine::Impl::AdoptSentMessage(Rpc* rpc, MessageBytes message) {
   ++stats_.packets_sent[static_cast<uint8_t>(wire::PacketType::kData)];
   stats_.data_bytes_sent += out.length;
   ++stats_.direct_sends;
+}
+
+void Engine::Impl::RetransmitDirect(const Address& peer, RpcId id, bool response) {
+  now_ = clock_->NowNanos();
+  Rpc* rpc = nullptr;
+  if (response) {
+    auto it = server_rpcs_.find(ServerKey{peer, id});
+    if (it != server_rpcs_.end()) rpc = it->second.get();
+  } else {
+    auto it = client_rpcs_.find(id);
+    if (it != client_rpcs_.end()) rpc = it->second.get();
+  }
+  if (rpc == nullptr || rpc->state != RpcState::kOutgoing || !rpc->out.FullySent()) return;
+  rpc->out.next_xmit = 0;
+  rpc->out.sent_empty = false;
+  UpdateSending(rpc);
+  pacer_.Update(rpc);
+  Pump();
 }
 
 bool Engine::Impl::GetDirectRoute(const Address& dest, DirectRoute* route) {
@@ -243,8 +257,7 @@ void Engine::Impl::StartOutgoing(Rpc* rpc, MessageBytes message) {
   Pump();
 }
 
-absl::Status Engine::Impl::SendResponse(const ServerRpcHandle& handle, MessageBytes response) {
-  now_ = clock_->NowNanos();
+absl::StatusOr<Rpc*> Engine::Impl::RpcAwaitingResponse(const ServerRpcHandle& handle) {
   auto it = server_rpcs_.find(ServerKey{handle.client, handle.id});
   if (it == server_rpcs_.end()) {
     return absl::NotFoundError(absl::StrCat("no server RPC ", handle.id, " from ",
@@ -256,6 +269,14 @@ absl::Status Engine::Impl::SendResponse(const ServerRpcHandle& handle, MessageBy
                                                       handle.client.ToString(),
                                                       " was already answered"));
   }
+  return rpc;
+}
+
+absl::Status Engine::Impl::SendResponse(const ServerRpcHandle& handle, MessageBytes response) {
+  now_ = clock_->NowNanos();
+  absl::StatusOr<Rpc*> found = RpcAwaitingResponse(handle);
+  if (!found.ok()) return found.status();
+  Rpc* rpc = *found;
   if (response.size() > config_.max_message_length) {
     SendRefused(rpc->peer->address, rpc->id, wire::RefuseReason::kMessageTooLong);
     EndRpc(rpc);
@@ -624,11 +645,14 @@ void Engine::Impl::HandleResend(const Address& from, Rpc* rpc, const wire::Packe
     SendSimple(from, wire::PacketType::kBusy, rpc->id);
     return;
   }
-  // Retransmit whole packets on the original boundaries (those of a gathered message may differ
-  // where a packet was cut short at a segment boundary: the receiver takes overlaps), at most
-  // max_incoming bytes per RESEND (an honest receiver never asks for more in one round; a
-  // forged RESEND must not turn us into an amplifier).
-  uint32_t offset = start - start % payload_per_packet_;
+  // Retransmit whole packets on the original boundaries, at most max_incoming bytes per RESEND
+  // (an honest receiver never asks for more in one round; a forged RESEND must not turn us into
+  // an amplifier). A gathered message may have cut packets short at segment boundaries, so its
+  // packets do not start at multiples of the packet size: it restarts at the receiver's gap,
+  // which is where a lost packet started (a receiver holding its maximum of gaps takes only
+  // packets that start at one).
+  uint32_t offset =
+      out.bytes.segment_count() > 1 ? start : start - start % payload_per_packet_;
   const uint64_t limit = uint64_t{offset} + config_.max_incoming;
   while (offset < sent_end && offset < limit) {
     const uint32_t len =

@@ -28,10 +28,9 @@
 #include "absl/types/span.h"
 #include "transport/address.h"
 #include "transport/buffer.h"
-#include "transport/message_bytes.h"
-#include "transport/packet_sink.h"
 #include "transport/clock.h"
 #include "transport/config.h"
+#include "transport/message_bytes.h"
 #include "transport/packet_sink.h"
 #include "transport/wire.h"
 
@@ -70,7 +69,7 @@ struct EngineStats {
   uint64_t data_bytes_received = 0;
   uint64_t duplicate_data_bytes = 0;      // payload bytes we already had
   uint64_t retransmitted_packets = 0;
-  uint64_t direct_sends = 0;              // one-packet requests another thread sent (adopted)
+  uint64_t direct_sends = 0;  // one-packet requests and responses another thread sent (adopted)
   uint64_t resends_sent = 0;
   uint64_t restarts = 0;                  // client RPCs restarted after RPC_UNKNOWN
   uint64_t client_timeouts = 0;
@@ -130,11 +129,12 @@ class Engine {
   bool GetDirectRoute(const Address& dest, DirectRoute* route);
   // Thread-safe: a fresh client RPC id, never handed out again by this engine.
   RpcId ReserveClientId();
-  // Thread-safe (reads only what is fixed at construction): the largest message sent as one
-  // DATA packet, and that packet's destination, priority and header for a message of
-  // `length` bytes (at most that) of RPC `id` to `dest` -- a request, or the response to a
-  // request from `dest`. The caller points the payload spans at the message's bytes.
-  uint32_t payload_per_packet() const;
+  // Thread-safe (reads only what is fixed at construction): the largest message sent directly
+  // (one DATA packet, all of it unscheduled: min(payload per packet, unsched_bytes)), and
+  // that packet's destination, priority and header for a message of `length` bytes (at most
+  // that) of RPC `id` to `dest` -- a request, or the response to a request from `dest`. The
+  // caller points the payload spans at the message's bytes.
+  uint32_t direct_max_bytes() const;
   void BuildDirectPacket(const Address& dest, const DirectRoute& route, RpcId id,
                          uint32_t length, OutPacket* packet) const;
   // Engine thread: takes over the client RPC `id` (from ReserveClientId) whose one packet
@@ -146,6 +146,10 @@ class Engine {
   // Engine thread: SendResponse for a one-packet response another thread has sent (built by
   // BuildDirectPacket for the client's address and the RPC's id). Errors as SendResponse's.
   absl::Status AdoptSentResponse(const ServerRpcHandle& rpc, MessageBytes response);
+  // Engine thread: the direct send of RPC `id`'s message (to or from `peer`; `response`: the
+  // server's) failed after it was adopted: transmit it again now, as if never sent. Ignored
+  // when that RPC is gone or has moved on.
+  void RetransmitDirect(const Address& peer, RpcId id, bool response);
 
   // Ends a client RPC now. OnResponse fires with `status` (which must not be OK) before this
   // returns. The server is not told (it learns from RPC_UNKNOWN or its timeouts). Unknown ids

@@ -6,6 +6,7 @@
 #ifndef HOMARPC_TRANSPORT_ENGINE_IMPL_H_
 #define HOMARPC_TRANSPORT_ENGINE_IMPL_H_
 
+#include <algorithm>
 #include <atomic>
 #include <deque>
 #include <memory>
@@ -47,6 +48,7 @@ class Engine::Impl {
                                 uint64_t cookie);
   absl::Status AdoptSentResponse(const ServerRpcHandle& handle, MessageBytes response);
   bool GetDirectRoute(const Address& dest, DirectRoute* route);
+  void RetransmitDirect(const Address& peer, RpcId id, bool response);
   void AbortClientRpc(RpcId id, absl::Status status);
   void HandlePacket(const Address& from, absl::Span<const uint8_t> bytes);
   void Reap();
@@ -74,6 +76,11 @@ class Engine::Impl {
   Rpc* NewRpc(bool is_client, uint64_t id, Peer* peer);
   // Hands `message` to `rpc` as its outgoing request or response and starts sending it.
   void StartOutgoing(Rpc* rpc, MessageBytes message);
+  // The server RPC `handle` names, if it still awaits its response: NOT_FOUND (gone) or
+  // FAILED_PRECONDITION (already answered) otherwise.
+  absl::StatusOr<Rpc*> RpcAwaitingResponse(const ServerRpcHandle& handle);
+  // The largest message sent directly (Engine::direct_max_bytes). Thread-safe.
+  uint32_t DirectMaxBytes() const { return std::min(payload_per_packet_, config_.unsched_bytes); }
   // StartOutgoing for a one-packet message another thread has sent (direct sends).
   void AdoptSentMessage(Rpc* rpc, MessageBytes message);
   // Fails a client RPC (OnResponse with `status`) and ends it.

@@ -7,8 +7,9 @@
 // =uring in the environment, or IoOptions::kind, override the choice.
 //
 // Threading: a backend belongs to one loop thread. Every method except Notify() and
-// SendDirect() must be called from that thread (the first thread to call Poll/Flush/Wait becomes the owner; io_uring is set
-// up SINGLE_ISSUER). Notify() may be called from any thread.
+// SendDirect() must be called from that thread (the first thread to call Poll/Flush/Wait
+// becomes the owner; io_uring is set up SINGLE_ISSUER). Notify() and SendDirect() may be
+// called from any thread.
 #ifndef HOMARPC_TRANSPORT_IO_BACKEND_H_
 #define HOMARPC_TRANSPORT_IO_BACKEND_H_
 
@@ -59,6 +60,7 @@ struct IoStats {
   uint64_t recv_no_buffers = 0;  // io_uring -ENOBUFS events (multishot re-armed)
   uint64_t direct_sends = 0;        // datagrams SendDirect handed to the kernel
   uint64_t direct_send_errors = 0;  // ... and the ones it refused
+  uint64_t direct_send_wakes = 0;   // direct sends that woke their loop anyway (Endpoint only)
 };
 
 class IoBackend : public PacketSink {

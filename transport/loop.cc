@@ -18,12 +18,14 @@
 // sleeping thread costs more CPU here than the whole send, and the request leaves at once. The
 // loop adopts the RPC later (AdoptDirectRpc, posted WITHOUT a wake-up), typically when the
 // response wakes it. A server's worker thread answering with a one-packet response does the
-// same (AdoptDirectResponse): the loop is then woken by the client's next packet. Ordering: the caller posts the adoption before it sends, and the loop
+// same (AdoptDirectResponse): the loop adopts it at its next wake-up (its tick, or the
+// client's next packet). Ordering: the caller posts the adoption before it sends, and the loop
 // runs pending posts before it hands any received packet to the engine, so the response
 // always finds its RPC (the post happens before the send, which happens before the response
 // can arrive). The packet's bytes are copied (one packet, at most an MTU) so the send cannot
 // race with the adopted RPC being aborted and freed. The caller wakes the loop anyway when
-// the loop would sleep past the RPC's first RESEND time or its deadline, or the send failed.
+// the loop would sleep past the RPC's first RESEND time or its deadline; if the send failed,
+// the loop is asked (with a wake-up) to transmit the message itself.
 // Requests go direct only while calls are sparse (SparseCalls: their average gap exceeds the
 // spin time). When they come faster, waking the loop to send lets it spin for the response,
 // which then needs no wake-up: measured on loopback, back-to-back blocking 64 B calls went
@@ -97,10 +99,10 @@ bool Loop::PrepareDirect(const Address& dest, const MessageBytes& request, Direc
   if (!direct_send_) return false;
   if (response_to == 0 && !SparseCalls()) return false;
   if (!sleeping_.load()) return false;
-  if (request.size() > engine_->payload_per_packet()) return false;
+  if (request.size() > engine_->direct_max_bytes()) return false;
   Engine::DirectRoute route;
   {
-    std::lock_guard<std::mutex> lock(routes_mu_);
+    absl::MutexLock lock(&routes_mu_);
     auto it = routes_.find(dest);
     if (it == routes_.end()) return false;
     route = it->second;
@@ -117,6 +119,7 @@ bool Loop::PrepareDirect(const Address& dest, const MessageBytes& request, Direc
     at += n;
   }
   direct->id = response_to != 0 ? response_to : engine_->ReserveClientId();
+  direct->response = response_to != 0;
   engine_->BuildDirectPacket(dest, route, direct->id, static_cast<uint32_t>(size),
                              &direct->packet);
   direct->packet.payload = absl::Span<const uint8_t>(scratch.data(), size);
@@ -137,15 +140,21 @@ bool Loop::SparseCalls() {
 }
 
 void Loop::SendDirect(const DirectPacket& direct, int64_t deadline_nanos) {
-  const bool sent = io_->SendDirect(direct.packet);
-  if (!sleeping_.load()) return;  // awake: it runs the adoption next
-  if (!sent) {
-    io_->Notify();  // the loop recovers it (RESEND) sooner
+  if (!io_->SendDirect(direct.packet)) {
+    // The kernel refused it (socket buffer full): the loop transmits it itself, right after
+    // the adoption posted before.
+    Post([this, dest = direct.packet.dest, id = direct.id, response = direct.response] {
+      engine_->RetransmitDirect(dest, id, response);
+    });
     return;
   }
+  if (!sleeping_.load()) return;  // awake: it runs the adoption next
   const int64_t by =
       std::min(MonotonicClock::Get()->NowNanos() + first_resend_nanos_, deadline_nanos);
-  if (wake_at_nanos_.load() > by) io_->Notify();
+  if (wake_at_nanos_.load() > by) {
+    direct_wakes_.fetch_add(1, std::memory_order_relaxed);
+    io_->Notify();
+  }
 }
 
 bool Loop::RunPosted() {
@@ -307,7 +316,7 @@ void Loop::RefreshRoute(const Address& dest) {
   if (!direct_send_) return;
   Engine::DirectRoute route;
   if (!engine_->GetDirectRoute(dest, &route)) return;
-  std::lock_guard<std::mutex> lock(routes_mu_);
+  absl::MutexLock lock(&routes_mu_);
   if (routes_.size() >= kMaxDirectRoutes && !routes_.contains(dest)) routes_.clear();
   routes_[dest] = route;
 }

@@ -16,7 +16,6 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <queue>
 #include <utility>
 #include <thread>
@@ -88,7 +87,8 @@ class Loop final : public EngineHandler {
   // A one-packet message this thread sends itself instead of waking a sleeping loop.
   struct DirectPacket {
     RpcId id = 0;
-    OutPacket packet;  // payload in a thread-local copy, valid until this thread's next call
+    bool response = false;  // a server's response (else a client's request)
+    OutPacket packet;       // payload in a thread-local copy, valid until this thread's next call
   };
   // Prepares `message` to `dest` for a direct send and returns true when it qualifies: the
   // loop is asleep (posting to an awake loop costs no system call), the message fits one
@@ -102,6 +102,9 @@ class Loop final : public EngineHandler {
   // Sends the prepared packet, and wakes the loop only if it would otherwise sleep past the
   // RPC's first loss-recovery timer or its deadline, or the send failed.
   void SendDirect(const DirectPacket& direct, int64_t deadline_nanos);
+  // Direct sends that had to wake the loop all the same (its timer or the RPC's deadline was
+  // too far). Thread-safe.
+  uint64_t direct_wakes() const { return direct_wakes_.load(std::memory_order_relaxed); }
   bool IsLoopThread() const { return std::this_thread::get_id() == thread_id_.load(); }
 
   // Loop-thread operations (call via Post from elsewhere).
@@ -173,6 +176,7 @@ class Loop final : public EngineHandler {
   // Requests from other threads: when the last came, and the average gap (SparseCalls).
   std::atomic<int64_t> last_call_nanos_{0};
   std::atomic<int64_t> call_gap_average_nanos_{0};
+  std::atomic<uint64_t> direct_wakes_{0};
   const bool direct_send_;
   const int64_t first_resend_nanos_;  // silence before a client RPC's first RESEND
   std::atomic<uint64_t> posted_count_{0};
@@ -188,7 +192,7 @@ class Loop final : public EngineHandler {
   // Direct-send routes: what PrepareDirect needs about each destination this loop has sent a
   // request to (written on the loop thread, read by callers). Bounded: cleared when full.
   static constexpr size_t kMaxDirectRoutes = 256;
-  std::mutex routes_mu_;
+  absl::Mutex routes_mu_;
   absl::flat_hash_map<Address, Engine::DirectRoute> routes_ ABSL_GUARDED_BY(routes_mu_);
 
   // Client RPCs in flight on this loop: the caller's token -> engine id and callback.

@@ -7,7 +7,8 @@
 // the socket is the only one). Borrowed bytes must stay valid and unchanged until the
 // MessageBytes is destroyed; whoever borrows arranges that with OnRelease(), which runs exactly
 // once, when the transport no longer needs the bytes (the RPC has ended and no packet still
-// points into them), on the thread that destroys the object (a transport loop thread).
+// points into them), on the thread that destroys the object: a transport loop thread, or the
+// calling thread when the message is refused before it is sent.
 //
 // The engine reads a message packet by packet through Gather(): the bytes at an offset as at
 // most two spans, so a DATA packet is one header plus one or two iovecs.

@@ -2,10 +2,10 @@
 //
 // The engine emits OutPackets; an I/O backend (or the in-memory fabric) implements the sink.
 // A packet is a small header copied into the OutPacket plus one or two payload spans that point
-// into a message the engine holds (MessageBytes): nothing is copied on the way out. The span stays valid until
-// the engine's next Reap(), which its owner calls only after the sink has flushed (see
-// engine.h), so a sink may hold spans across a batch and send them with one system call
-// (UDP GSO: consecutive packets with the same destination, priority and size).
+// into a message the engine holds (MessageBytes): nothing is copied on the way out. The spans
+// stay valid until the engine's next Reap(), which its owner calls only after the sink has
+// flushed (see engine.h), so a sink may hold spans across a batch and send them with one
+// system call (UDP GSO: consecutive packets with the same destination, priority and size).
 #ifndef HOMARPC_TRANSPORT_PACKET_SINK_H_
 #define HOMARPC_TRANSPORT_PACKET_SINK_H_
 

@@ -25,6 +25,7 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/transport/io_backend_fixture.h"
 #include "transport/clock.h"
 #include "transport/errors.h"
 
@@ -32,47 +33,14 @@ namespace homarpc::transport {
 namespace {
 
 using ::testing::HasSubstr;
+using io_test::ScopedBackendEnv;
+using io_test::UringAvailable;
 using ::testing::UnorderedElementsAreArray;
 
 using Bytes = std::vector<uint8_t>;
 
 constexpr int64_t kGuardNanos = 10 * kNanosPerSecond;  // failure guard, never a timing claim
 constexpr size_t kHeaderLen = 16;
-
-bool Ipv6LoopbackWorks() {
-  int fd = socket(AF_INET6, SOCK_DGRAM, 0);
-  if (fd < 0) return false;
-  Address a = Address::Loopback6(0);
-  const bool ok = bind(fd, a.sockaddr_ptr(), a.sockaddr_len()) == 0;
-  close(fd);
-  return ok;
-}
-
-// Sets or clears HOMARPC_IO_BACKEND for one scope and restores the previous value.
-class ScopedBackendEnv {
- public:
-  explicit ScopedBackendEnv(const char* value) {
-    if (const char* old = std::getenv(kName); old != nullptr) old_ = old;
-    had_old_ = std::getenv(kName) != nullptr;
-    if (value == nullptr) {
-      unsetenv(kName);
-    } else {
-      setenv(kName, value, 1);
-    }
-  }
-  ~ScopedBackendEnv() {
-    if (had_old_) {
-      setenv(kName, old_.c_str(), 1);
-    } else {
-      unsetenv(kName);
-    }
-  }
-
- private:
-  static constexpr const char* kName = "HOMARPC_IO_BACKEND";
-  bool had_old_ = false;
-  std::string old_;
-};
 
 // The bytes of test packet `seq`: a 16-byte header naming seq and priority, then a payload
 // whose every byte depends on seq and position, so a misplaced or mixed byte is noticed.
@@ -132,13 +100,6 @@ class Burst {
   std::vector<std::pair<Address, Bytes>> expected_;
 };
 
-bool UringAvailable() {
-  ScopedBackendEnv env(nullptr);
-  IoOptions options;
-  options.kind = IoKind::kUring;
-  return CreateIoBackend(options).ok();
-}
-
 struct Received {
   Address from;
   Bytes bytes;
@@ -166,50 +127,7 @@ std::vector<Bytes> BytesOf(const std::vector<Received>& got) {
   return out;
 }
 
-struct Param {
-  IoKind kind;
-  int family;
-};
-
-std::string ParamName(const testing::TestParamInfo<Param>& info) {
-  return absl::StrCat(IoKindName(info.param.kind), info.param.family == AF_INET6 ? "IPv6" : "IPv4");
-}
-
-class IoBackendTest : public testing::TestWithParam<Param> {
- protected:
-  void SetUp() override {
-    if (GetParam().family == AF_INET6 && !Ipv6LoopbackWorks()) {
-      GTEST_SKIP() << "::1 cannot be bound here (IPv6 disabled in this kernel or namespace)";
-    }
-    if (GetParam().kind == IoKind::kUring && !UringAvailable()) {
-      GTEST_SKIP() << "io_uring cannot be set up here (kernel < 6.0, or disabled by sysctl "
-                      "or seccomp)";
-    }
-  }
-
-  Address Loopback(uint16_t port = 0) const {
-    return GetParam().family == AF_INET6 ? Address::Loopback6(port) : Address::Loopback4(port);
-  }
-
-  IoOptions Options() const {
-    IoOptions options;
-    options.kind = GetParam().kind;
-    options.bind_address = Loopback();
-    return options;
-  }
-
-  std::unique_ptr<IoBackend> Make(const IoOptions& options) {
-    absl::StatusOr<std::unique_ptr<IoBackend>> backend = CreateIoBackend(options);
-    EXPECT_TRUE(backend.ok()) << backend.status();
-    if (!backend.ok()) return nullptr;
-    EXPECT_EQ((*backend)->kind(), GetParam().kind);
-    return *std::move(backend);
-  }
-  std::unique_ptr<IoBackend> Make() { return Make(Options()); }
-
-  // The environment must not pick the backend for the parameterised tests.
-  ScopedBackendEnv env_{nullptr};
-};
+class IoBackendTest : public io_test::IoBackendFixture {};
 
 TEST_P(IoBackendTest, SingleDatagramRoundTripKeepsBytesAndSender) {
   auto a = Make();
@@ -651,12 +569,7 @@ TEST_P(IoBackendTest, ReusePortLetsTwoBackendsShareAPort) {
   EXPECT_EQ(received, 20u);
 }
 
-INSTANTIATE_TEST_SUITE_P(Backends, IoBackendTest,
-                         testing::Values(Param{IoKind::kUring, AF_INET},
-                                         Param{IoKind::kUring, AF_INET6},
-                                         Param{IoKind::kEpoll, AF_INET},
-                                         Param{IoKind::kEpoll, AF_INET6}),
-                         ParamName);
+INSTANTIATE_TEST_SUITE_P(Backends, IoBackendTest, io_test::kAllIoParams, io_test::IoParamName);
 
 // The factory: IoOptions::kind, the HOMARPC_IO_BACKEND override and its bad values.
 TEST(CreateIoBackendTest, EnvironmentOverridesTheConfiguredKind) {

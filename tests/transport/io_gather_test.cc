@@ -25,6 +25,7 @@
 #include "absl/synchronization/notification.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/transport/io_backend_fixture.h"
 #include "transport/clock.h"
 #include "transport/endpoint.h"
 #include "transport/io_backend.h"
@@ -39,42 +40,6 @@ using Bytes = std::vector<uint8_t>;
 
 constexpr int64_t kGuardNanos = 10 * kNanosPerSecond;  // failure guard, never a timing claim
 constexpr size_t kHeaderLen = 16;
-
-bool Ipv6LoopbackWorks() {
-  int fd = socket(AF_INET6, SOCK_DGRAM, 0);
-  if (fd < 0) return false;
-  Address a = Address::Loopback6(0);
-  const bool ok = bind(fd, a.sockaddr_ptr(), a.sockaddr_len()) == 0;
-  close(fd);
-  return ok;
-}
-
-// Clears HOMARPC_IO_BACKEND for one scope (the parameter picks the backend) and restores it.
-class ScopedNoBackendEnv {
- public:
-  ScopedNoBackendEnv() {
-    if (const char* old = std::getenv(kName); old != nullptr) {
-      had_old_ = true;
-      old_ = old;
-    }
-    unsetenv(kName);
-  }
-  ~ScopedNoBackendEnv() {
-    if (had_old_) setenv(kName, old_.c_str(), 1);
-  }
-
- private:
-  static constexpr const char* kName = "HOMARPC_IO_BACKEND";
-  bool had_old_ = false;
-  std::string old_;
-};
-
-bool UringAvailable() {
-  ScopedNoBackendEnv env;
-  IoOptions options;
-  options.kind = IoKind::kUring;
-  return CreateIoBackend(options).ok();
-}
 
 // The bytes of test packet `seq`: a header naming seq, then a payload whose every byte depends
 // on seq and position.
@@ -145,49 +110,7 @@ std::vector<Bytes> ReceiveN(IoBackend& backend, size_t count, const Address& sen
   return got;
 }
 
-struct Param {
-  IoKind kind;
-  int family;
-};
-
-std::string ParamName(const testing::TestParamInfo<Param>& info) {
-  return absl::StrCat(IoKindName(info.param.kind), info.param.family == AF_INET6 ? "IPv6" : "IPv4");
-}
-
-class IoGatherTest : public testing::TestWithParam<Param> {
- protected:
-  void SetUp() override {
-    if (GetParam().family == AF_INET6 && !Ipv6LoopbackWorks()) {
-      GTEST_SKIP() << "::1 cannot be bound here (IPv6 disabled in this kernel or namespace)";
-    }
-    if (GetParam().kind == IoKind::kUring && !UringAvailable()) {
-      GTEST_SKIP() << "io_uring cannot be set up here (kernel < 6.0, or disabled by sysctl "
-                      "or seccomp)";
-    }
-  }
-
-  Address Loopback(uint16_t port = 0) const {
-    return GetParam().family == AF_INET6 ? Address::Loopback6(port) : Address::Loopback4(port);
-  }
-
-  IoOptions Options() const {
-    IoOptions options;
-    options.kind = GetParam().kind;
-    options.bind_address = Loopback();
-    return options;
-  }
-
-  std::unique_ptr<IoBackend> Make(const IoOptions& options) {
-    absl::StatusOr<std::unique_ptr<IoBackend>> backend = CreateIoBackend(options);
-    EXPECT_TRUE(backend.ok()) << backend.status();
-    if (!backend.ok()) return nullptr;
-    EXPECT_EQ((*backend)->kind(), GetParam().kind);
-    return *std::move(backend);
-  }
-  std::unique_ptr<IoBackend> Make() { return Make(Options()); }
-
-  ScopedNoBackendEnv env_;
-};
+class IoGatherTest : public io_test::IoBackendFixture {};
 
 TEST_P(IoGatherTest, SplitPayloadArrivesAsOneDatagram) {
   auto a = Make();
@@ -308,12 +231,7 @@ TEST_P(IoGatherTest, BothPayloadPartsMayBeReusedRightAfterFlush) {
   EXPECT_EQ(ReceiveN(*b, 20, a->local_address()), expected);
 }
 
-INSTANTIATE_TEST_SUITE_P(Backends, IoGatherTest,
-                         testing::Values(Param{IoKind::kUring, AF_INET},
-                                         Param{IoKind::kUring, AF_INET6},
-                                         Param{IoKind::kEpoll, AF_INET},
-                                         Param{IoKind::kEpoll, AF_INET6}),
-                         ParamName);
+INSTANTIATE_TEST_SUITE_P(Backends, IoGatherTest, io_test::kAllIoParams, io_test::IoParamName);
 
 // ---------------------------------------------------------------------------------------------
 // End to end through Endpoints: a gathered request is echoed as a gathered response.
@@ -363,25 +281,14 @@ std::string Difference(absl::string_view got, absl::string_view want) {
                       i);
 }
 
-class EndpointGatherTest : public testing::TestWithParam<Param> {
+class EndpointGatherTest : public io_test::IoBackendFixture {
  protected:
-  void SetUp() override {
-    if (GetParam().family == AF_INET6 && !Ipv6LoopbackWorks()) {
-      GTEST_SKIP() << "::1 cannot be bound here (IPv6 disabled in this kernel or namespace)";
-    }
-    if (GetParam().kind == IoKind::kUring && !UringAvailable()) {
-      GTEST_SKIP() << "io_uring cannot be set up here";
-    }
-  }
-  EndpointOptions Options() const {
+  EndpointOptions Options() const {  // hides the fixture's IoOptions one
     EndpointOptions options;
-    options.io.kind = GetParam().kind;
-    options.io.bind_address =
-        GetParam().family == AF_INET6 ? Address::Loopback6(0) : Address::Loopback4(0);
+    options.io = IoBackendFixture::Options();
     options.config.timeout_ticks = 10000;  // a guard: never UNAVAILABLE by accident
     return options;
   }
-  ScopedNoBackendEnv env_;
 };
 
 TEST_P(EndpointGatherTest, GatheredRequestsAndResponsesEchoIntact) {
@@ -464,12 +371,7 @@ TEST_P(EndpointGatherTest, SmallGatheredRequestsFromAnIdleClientEchoIntact) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Backends, EndpointGatherTest,
-                         testing::Values(Param{IoKind::kUring, AF_INET},
-                                         Param{IoKind::kUring, AF_INET6},
-                                         Param{IoKind::kEpoll, AF_INET},
-                                         Param{IoKind::kEpoll, AF_INET6}),
-                         ParamName);
+INSTANTIATE_TEST_SUITE_P(Backends, EndpointGatherTest, io_test::kAllIoParams, io_test::IoParamName);
 
 }  // namespace
 }  // namespace homarpc::transport

@@ -33,9 +33,9 @@ void Apply(const RunSettings& settings, SetInt set_int, SetString set_string) {
 }  // namespace homarpc_settings_internal
 
 // Sets kArgSpinMicros (--spin_us), kArgMtu (--mtu), kArgIoBackend (--io_backend),
-// kArgDirectSend (--direct_send) and kArgLinkMbps (--link_mbps, the pacing rate: 0 on loopback, which has no NIC queue for the
-// pacer to protect; on the testbed the shaped link's rate, since a faster pacer overruns the
-// switch queue).
+// kArgDirectSend (--direct_send) and kArgLinkMbps (--link_mbps, the pacing rate: 0 on loopback,
+// which has no NIC queue for the pacer to protect; on the testbed the shaped link's rate, since
+// a faster pacer overruns the switch queue).
 inline void ApplySettings(const RunSettings& settings, homarpc::ChannelArguments* args) {
   homarpc_settings_internal::Apply(
       settings, [args](const char* key, int value) { args->SetInt(key, value); },

@@ -41,6 +41,22 @@ std::vector<EnvParam> Ipv6Envs() {
   return {{Wire::kFabric, true}, {Wire::kUring, true}, {Wire::kEpoll, true}};
 }
 
+std::string Describe(const Status& s) {
+  return absl::StrCat(StatusCodeName(s.error_code()), ": ", s.error_message());
+}
+
+std::string Pattern(size_t size, uint64_t seed) {
+  std::string s(size, '\0');
+  uint64_t x = seed * 0x9e3779b97f4a7c15ull + 1;
+  for (size_t i = 0; i < size; ++i) {
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    s[i] = static_cast<char>(x);
+  }
+  return s;
+}
+
 const char* Name(ServerKind kind) {
   return kind == ServerKind::kSync ? "sync server" : "callback server";
 }

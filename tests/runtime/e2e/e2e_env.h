@@ -126,6 +126,11 @@ class E2eTest : public ::testing::TestWithParam<EnvParam> {
 std::vector<EnvParam> Ipv4Envs();
 std::vector<EnvParam> Ipv6Envs();
 
+// "CODE: message", for assertion messages.
+std::string Describe(const Status& s);
+// `size` bytes that differ between sizes, seeds and positions (xorshift).
+std::string Pattern(size_t size, uint64_t seed);
+
 }  // namespace homarpc::e2e
 
 #endif  // HOMARPC_TESTS_RUNTIME_E2E_E2E_ENV_H_

@@ -22,10 +22,6 @@ using std::chrono::milliseconds;
 using std::chrono::seconds;
 using std::chrono::system_clock;
 
-std::string Describe(const Status& s) {
-  return absl::StrCat(StatusCodeName(s.error_code()), ": ", s.error_message());
-}
-
 class Lifecycle : public E2eTest {
  protected:
   // Starts one call on a thread of its own (a blocking call blocks it; a callback call waits

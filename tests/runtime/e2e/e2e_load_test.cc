@@ -17,10 +17,6 @@
 namespace homarpc::e2e {
 namespace {
 
-std::string Describe(const Status& s) {
-  return absl::StrCat(StatusCodeName(s.error_code()), ": ", s.error_message());
-}
-
 // The payload of call `id`: its size and bytes depend on the id.
 std::string PayloadFor(uint64_t id, size_t max_size) {
   std::string s(id * 7919 % (max_size + 1), '\0');

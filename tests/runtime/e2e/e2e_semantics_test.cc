@@ -21,23 +21,6 @@ namespace {
 
 constexpr char kEchoMethod[] = "/homarpc.e2e.EchoService/Echo";
 
-std::string Describe(const Status& s) {
-  return absl::StrCat(StatusCodeName(s.error_code()), ": ", s.error_message());
-}
-
-// `size` bytes that differ between sizes and positions.
-std::string Pattern(size_t size, uint64_t seed) {
-  std::string s(size, '\0');
-  uint64_t x = seed * 0x9e3779b97f4a7c15ull + 1;
-  for (size_t i = 0; i < size; ++i) {
-    x ^= x << 13;
-    x ^= x >> 7;
-    x ^= x << 17;
-    s[i] = static_cast<char>(x);
-  }
-  return s;
-}
-
 std::string AllByteValues() {
   std::string s(256, '\0');
   for (int i = 0; i < 256; ++i) s[i] = static_cast<char>(i);
