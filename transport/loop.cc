@@ -306,7 +306,10 @@ void Loop::AdoptDirectRpc(uint64_t token, const Address& dest, RpcId id, Message
   }
   absl::Status adopted = engine_->AdoptSentRequest(dest, id, std::move(request), token);
   if (!adopted.ok()) {
-    done(std::move(adopted));
+    // The packet has left (or is leaving): the server may run the request, so the caller must
+    // not read this as "nothing sent" (RESOURCE_EXHAUSTED would invite a retry).
+    done(absl::UnknownError(
+        absl::StrCat("request sent but its response cannot be awaited: ", adopted.message())));
     return;
   }
   TrackClientRpc(token, dest, id, std::move(done), deadline_nanos);
