@@ -21,22 +21,19 @@
 
 #include "absl/strings/str_cat.h"
 #include "tests/transport/engine_harness.h"
+#include "tests/transport/gathered_message.h"
 #include "transport/engine.h"
 #include "transport/message_bytes.h"
 
 namespace homarpc::transport {
 namespace {
 
+using testing::BuildGathered;
 using testing::Captured;
 using testing::Host;
 using testing::Net;
+using testing::Piece;
 using wire::PacketType;
-
-// One piece of a gathered message: its length and whether it is borrowed or owned.
-struct Piece {
-  size_t size;
-  bool borrowed;
-};
 
 // What the release callback of a built message saw.
 struct ReleaseLog {
@@ -45,41 +42,13 @@ struct ReleaseLog {
   std::function<void()> on_release;
 };
 
-// `n` bytes that differ by position and seed.
-std::string Pattern(size_t n, uint32_t seed) {
-  std::string s(n, '\0');
-  uint32_t x = seed * 2654435761u + 1;
-  for (size_t i = 0; i < n; ++i) {
-    x = x * 1103515245u + 12345u;
-    s[i] = static_cast<char>(x >> 16);
-  }
-  return s;
-}
-
-// Builds a message of `pieces` and appends its bytes to `*reference`. The borrowed pieces are
-// heap strings owned by the release callback, which records itself in `log` and frees them.
+// A gathered message of `pieces` whose release records itself in `log`.
 MessageBytes Build(const std::vector<Piece>& pieces, uint32_t seed, std::string* reference,
                    ReleaseLog* log) {
-  MessageBytes m;
-  auto lent = std::make_unique<std::vector<std::unique_ptr<std::string>>>();
-  for (size_t i = 0; i < pieces.size(); ++i) {
-    std::string bytes = Pattern(pieces[i].size, seed * 1000 + static_cast<uint32_t>(i));
-    *reference += bytes;
-    if (pieces[i].borrowed) {
-      lent->push_back(std::make_unique<std::string>(std::move(bytes)));
-      const std::string& s = *lent->back();
-      m.AppendBorrowed(
-          absl::Span<const uint8_t>(reinterpret_cast<const uint8_t*>(s.data()), s.size()));
-    } else {
-      m.Append(Buffer::CopyOf(bytes));
-    }
-  }
-  m.OnRelease([log, lent = std::move(lent)]() mutable {
+  return BuildGathered(pieces, seed, reference, [log] {
     ++log->runs;
     if (log->on_release) log->on_release();
-    lent.reset();
   });
-  return m;
 }
 
 size_t TotalSize(const std::vector<Piece>& pieces) {

@@ -25,6 +25,7 @@
 #include "absl/synchronization/notification.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/transport/gathered_message.h"
 #include "tests/transport/io_backend_fixture.h"
 #include "transport/clock.h"
 #include "transport/endpoint.h"
@@ -236,40 +237,15 @@ INSTANTIATE_TEST_SUITE_P(Backends, IoGatherTest, io_test::kAllIoParams, io_test:
 // ---------------------------------------------------------------------------------------------
 // End to end through Endpoints: a gathered request is echoed as a gathered response.
 
-std::string Pattern(size_t n, uint32_t seed) {
-  std::string s(n, '\0');
-  uint32_t x = seed * 2654435761u + 7;
-  for (size_t i = 0; i < n; ++i) {
-    x = x * 1103515245u + 12345u;
-    s[i] = static_cast<char>(x >> 16);
-  }
-  return s;
-}
-
-// A message of the given piece sizes, alternately owned and borrowed; the borrowed pieces are
-// heap strings its release frees (a read after it is a heap-use-after-free under ASan), and
-// `released` is notified then.
+// A message of the given piece sizes, alternately owned and borrowed (gathered_message.h);
+// `released` (if set) is notified when the transport lets go of it.
 MessageBytes Gathered(const std::vector<size_t>& sizes, uint32_t seed, std::string* reference,
                       absl::Notification* released) {
-  MessageBytes m;
-  auto lent = std::make_unique<std::vector<std::unique_ptr<std::string>>>();
-  for (size_t i = 0; i < sizes.size(); ++i) {
-    std::string bytes = Pattern(sizes[i], seed + static_cast<uint32_t>(i));
-    *reference += bytes;
-    if (i % 2 == 1) {
-      lent->push_back(std::make_unique<std::string>(std::move(bytes)));
-      const std::string& s = *lent->back();
-      m.AppendBorrowed(
-          absl::Span<const uint8_t>(reinterpret_cast<const uint8_t*>(s.data()), s.size()));
-    } else {
-      m.Append(Buffer::CopyOf(bytes));
-    }
-  }
-  m.OnRelease([released, lent = std::move(lent)]() mutable {
-    lent.reset();
+  std::vector<testing::Piece> pieces;
+  for (size_t i = 0; i < sizes.size(); ++i) pieces.push_back({sizes[i], i % 2 == 1});
+  return testing::BuildGathered(pieces, seed, reference, [released] {
     if (released != nullptr) released->Notify();
   });
-  return m;
 }
 
 // Where two byte strings first differ, for failure messages ("" when equal).

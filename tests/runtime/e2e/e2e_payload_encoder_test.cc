@@ -18,6 +18,7 @@
 #include "absl/types/span.h"
 #include "runtime/payload_encoder.h"
 #include "tests/runtime/e2e/protos/echo_test.pb.h"
+#include "tests/transport/gathered_message.h"
 #include "transport/buffer.h"
 #include "transport/message_bytes.h"
 
@@ -34,15 +35,7 @@ using Span = absl::Span<const uint8_t>;
 // A stand-in for an envelope header (any bytes; the encoder does not read them).
 const std::string kHeader = "ENVELOPE-HEADER-24-BYTES";
 
-std::string Pattern(size_t n, uint32_t seed) {
-  std::string s(n, '\0');
-  uint32_t x = seed * 2654435761u + 3;
-  for (size_t i = 0; i < n; ++i) {
-    x = x * 1103515245u + 12345u;
-    s[i] = static_cast<char>(x >> 16);
-  }
-  return s;
-}
+std::string Pattern(size_t n, uint32_t seed) { return transport::testing::PatternBytes(n, seed); }
 // Printable bytes, for proto3 `string` fields (which must be UTF-8).
 std::string Text(size_t n, uint32_t seed) {
   std::string s = Pattern(n, seed);
