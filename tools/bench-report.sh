@@ -567,7 +567,16 @@ caveats_section() {
   W2 at 80% are overloaded and collapse (most calls time out), while gRPC's are not. Sending
   a method id instead of its name is the fix this calls for.
 - **CPU time per RPC includes the network.** Sending through the testbed's veth, bridge and
-  shapers is kernel work charged to the sending process, for both systems.
+  shapers is kernel work charged to the sending process, for both systems, and so is waking
+  the receiving thread (an inter-processor interrupt in this VM).
+- **homarpc's default sync server hands each call to a worker.** Its loop thread receives the
+  request and wakes a pool worker to run the handler (a futex wake, ~10 us of the server's CPU
+  per call here); gRPC's sync server runs the handler on the thread that polled the socket.
+  The run `cpu-inline` measures homarpc without that hand-off (`--executor=inline`, for
+  handlers that never block). A caller (or a server worker) that finds the transport's loop
+  asleep sends a one-packet request (or response) itself instead of waking the loop to send it
+  ("direct sends", on by default; `--direct_send=0` turns them off): in an A/B run of `cpu`
+  that took ~20% off homarpc's CPU per call.
 
 EOF2
 }
