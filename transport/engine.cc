@@ -86,6 +86,18 @@ absl::Status Engine::AdoptSentResponse(const ServerRpcHandle& rpc, MessageBytes 
 void Engine::RetransmitDirect(const Address& peer, RpcId id, bool response) {
   impl_->RetransmitDirect(peer, id, response);
 }
+bool Engine::TakeAck(const Address& dest, wire::AckEntry* ack) {
+  Peer* peer = impl_->peers_.Find(dest);
+  if (peer == nullptr || peer->pending_acks.empty()) return false;
+  *ack = peer->pending_acks.back();
+  peer->pending_acks.pop_back();
+  return true;
+}
+void Engine::PutAck(const Address& dest, const wire::AckEntry& ack) {
+  Peer* peer = impl_->peers_.FindOrCreate(dest, impl_->clock_->NowNanos());
+  if (peer == nullptr) return;  // the table is full: the server will ask (NEED_ACK)
+  impl_->AddPendingAck(peer, ack);
+}
 void Engine::FlushAcks() { impl_->FlushAcks(); }
 
 void Engine::AbortClientRpc(RpcId id, absl::Status status) {
@@ -215,6 +227,12 @@ void Engine::Impl::AdoptSentMessage(Rpc* rpc, MessageBytes message) {
   ++stats_.packets_sent[static_cast<uint8_t>(wire::PacketType::kData)];
   stats_.data_bytes_sent += out.length;
   ++stats_.direct_sends;
+}
+
+void Engine::Impl::AddPendingAck(Peer* peer, const wire::AckEntry& ack) {
+  if (peer->pending_acks.empty()) peers_with_acks_.push_back(peer);
+  peer->pending_acks.push_back(ack);
+  if (peer->pending_acks.size() >= wire::kMaxAcksPerPacket) SendAcks(peer, 0);
 }
 
 void Engine::Impl::RetransmitDirect(const Address& peer, RpcId id, bool response) {
@@ -575,10 +593,7 @@ void Engine::Impl::OnMessageComplete(Rpc* rpc) {
   stats_.rx_bytes_held -= rpc->in.length();
   Buffer message = rpc->in.Release();
   if (rpc->is_client) {
-    Peer* peer = rpc->peer;
-    if (peer->pending_acks.empty()) peers_with_acks_.push_back(peer);
-    peer->pending_acks.push_back({rpc->id, peer->address.port()});
-    if (peer->pending_acks.size() >= wire::kMaxAcksPerPacket) SendAcks(peer, 0);
+    AddPendingAck(rpc->peer, {rpc->id, rpc->peer->address.port()});
     const RpcId id = rpc->id;
     const uint64_t cookie = rpc->cookie;
     EndRpc(rpc);

@@ -135,8 +135,15 @@ class Engine {
   // that) of RPC `id` to `dest` -- a request, or the response to a request from `dest`. The
   // caller points the payload spans at the message's bytes.
   uint32_t direct_max_bytes() const;
+  // `ack` (may be null): an acknowledgement to piggyback (a request only; see TakeAck).
   void BuildDirectPacket(const Address& dest, const DirectRoute& route, RpcId id,
-                         uint32_t length, OutPacket* packet) const;
+                         uint32_t length, OutPacket* packet,
+                         const wire::AckEntry* ack = nullptr) const;
+  // Engine thread: takes one acknowledgement this engine owes the server at `dest` (a finished
+  // client RPC), so that another thread's direct request carries it; false when none is
+  // owed. PutAck gives back one that was not sent after all.
+  bool TakeAck(const Address& dest, wire::AckEntry* ack);
+  void PutAck(const Address& dest, const wire::AckEntry& ack);
   // Engine thread: takes over the client RPC `id` (from ReserveClientId) whose one packet
   // another thread has sent (or is about to), as if SendRequest had sent it: the response is
   // delivered to OnResponse with `cookie`, losses are recovered as usual. Errors as

@@ -49,6 +49,8 @@ class Engine::Impl {
   absl::Status AdoptSentResponse(const ServerRpcHandle& handle, MessageBytes response);
   bool GetDirectRoute(const Address& dest, DirectRoute* route);
   void RetransmitDirect(const Address& peer, RpcId id, bool response);
+  // Owes `peer` an acknowledgement (piggybacked on the next request to it, or sent at a tick).
+  void AddPendingAck(Peer* peer, const wire::AckEntry& ack);
   void AbortClientRpc(RpcId id, absl::Status status);
   void HandlePacket(const Address& from, absl::Span<const uint8_t> bytes);
   void Reap();

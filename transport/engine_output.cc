@@ -92,7 +92,8 @@ uint32_t Engine::Impl::SendDataPacket(Rpc* rpc, uint32_t offset, uint32_t max_le
 }
 
 void Engine::BuildDirectPacket(const Address& dest, const DirectRoute& route, RpcId id,
-                               uint32_t length, OutPacket* packet) const {
+                               uint32_t length, OutPacket* packet,
+                               const wire::AckEntry* ack) const {
   const Impl& e = *impl_;
   wire::Packet p;
   p.type = wire::PacketType::kData;
@@ -103,6 +104,7 @@ void Engine::BuildDirectPacket(const Address& dest, const DirectRoute& route, Rp
   p.data.incoming = std::min(length, e.config_.unsched_bytes);  // what StartOutgoing grants
   p.data.cutoff_version = route.cutoff_version;
   p.data.offset = 0;
+  if (ack != nullptr) p.data.ack = *ack;
   packet->dest = dest;
   packet->priority = e.Prio(e.UnschedPriority(route.cutoffs, route.cutoff_version, length));
   packet->header_len = static_cast<uint8_t>(wire::EncodeHeader(p, packet->header));

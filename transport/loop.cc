@@ -33,7 +33,12 @@
 // (the loop never saw the calls, so SpinPolicy never learnt they were frequent).
 // What the caller needs about the destination (cutoffs, the engine's view of the peer) is
 // cached in routes_, refreshed by the loop on every client RPC it starts or adopts and on
-// every request it delivers.
+// every request it delivers. Acks: a finished client RPC owes its server an ack, which rides
+// on the next request to it. Direct requests carry one too: when a response arrives the loop
+// sets one owed ack aside in the route (StashAck) for the next caller to put in its packet;
+// one nobody took goes back to the engine before its tick (which sends leftovers as ACK
+// packets) or before the loop itself sends a request there. Without this every direct call
+// left an ack for the tick to send alone: an extra packet, and a wake-up of the server.
 //
 // Completion callbacks are looked up by a token the Endpoint chose (not the engine's id),
 // because the caller needs a handle for Abort() before the loop has created the RPC.
@@ -101,11 +106,19 @@ bool Loop::PrepareDirect(const Address& dest, const MessageBytes& request, Direc
   if (!sleeping_.load()) return false;
   if (request.size() > engine_->direct_max_bytes()) return false;
   Engine::DirectRoute route;
+  wire::AckEntry ack;
+  bool with_ack = false;
   {
     absl::MutexLock lock(&routes_mu_);
     auto it = routes_.find(dest);
     if (it == routes_.end()) return false;
-    route = it->second;
+    route = it->second.route;
+    if (response_to == 0 && it->second.has_ack) {  // only requests carry acks
+      ack = it->second.ack;
+      with_ack = true;
+      it->second.has_ack = false;
+      --stashed_acks_;
+    }
   }
   // The copy (see DESIGN NOTES) lives in this thread's scratch until its next direct send.
   thread_local std::vector<uint8_t> scratch;
@@ -121,7 +134,7 @@ bool Loop::PrepareDirect(const Address& dest, const MessageBytes& request, Direc
   direct->id = response_to != 0 ? response_to : engine_->ReserveClientId();
   direct->response = response_to != 0;
   engine_->BuildDirectPacket(dest, route, direct->id, static_cast<uint32_t>(size),
-                             &direct->packet);
+                             &direct->packet, with_ack ? &ack : nullptr);
   direct->packet.payload = absl::Span<const uint8_t>(scratch.data(), size);
   return true;
 }
@@ -237,7 +250,10 @@ bool Loop::RunOnce() {
   });
   work |= received > 0;
   const int64_t now = MonotonicClock::Get()->NowNanos();
-  if (now >= engine_->NextTimerNanos()) engine_->OnTimer();
+  if (now >= engine_->NextTimerNanos()) {
+    ReturnStashedAcks();  // the tick sends what no direct request took
+    engine_->OnTimer();
+  }
   work |= RunDeadlines(now);
   io_->Flush();
   engine_->Reap();
@@ -277,6 +293,7 @@ void Loop::Shutdown() {
   RunPosted();
   FailAllClientRpcs();
   // Servers we called would otherwise keep our answered RPCs until they give up asking.
+  ReturnStashedAcks();
   engine_->FlushAcks();
   io_->Flush();
   engine_->Reap();
@@ -289,6 +306,7 @@ void Loop::StartClientRpc(uint64_t token, const Address& dest, MessageBytes requ
     done(absl::CancelledError("endpoint shut down"));
     return;
   }
+  ReturnStashedAck(dest);  // this request can carry it
   absl::StatusOr<RpcId> id = engine_->SendRequest(dest, std::move(request), token);
   if (!id.ok()) {
     done(id.status());
@@ -320,14 +338,51 @@ void Loop::RefreshRoute(const Address& dest) {
   Engine::DirectRoute route;
   if (!engine_->GetDirectRoute(dest, &route)) return;
   absl::MutexLock lock(&routes_mu_);
-  if (routes_.size() >= kMaxDirectRoutes && !routes_.contains(dest)) routes_.clear();
-  routes_[dest] = route;
+  if (routes_.size() >= kMaxDirectRoutes && !routes_.contains(dest)) {
+    for (auto& [address, r] : routes_) {
+      if (r.has_ack) engine_->PutAck(address, r.ack);
+    }
+    routes_.clear();
+    stashed_acks_ = 0;
+  }
+  routes_[dest].route = route;
+}
+
+void Loop::StashAck(const Address& dest) {
+  if (!direct_send_) return;
+  absl::MutexLock lock(&routes_mu_);
+  auto it = routes_.find(dest);
+  if (it == routes_.end() || it->second.has_ack) return;
+  if (!engine_->TakeAck(dest, &it->second.ack)) return;
+  it->second.has_ack = true;
+  ++stashed_acks_;
+}
+
+void Loop::ReturnStashedAck(const Address& dest) {
+  absl::MutexLock lock(&routes_mu_);
+  if (stashed_acks_ == 0) return;
+  auto it = routes_.find(dest);
+  if (it == routes_.end() || !it->second.has_ack) return;
+  engine_->PutAck(dest, it->second.ack);
+  it->second.has_ack = false;
+  --stashed_acks_;
+}
+
+void Loop::ReturnStashedAcks() {
+  absl::MutexLock lock(&routes_mu_);
+  if (stashed_acks_ == 0) return;
+  for (auto& [address, r] : routes_) {
+    if (!r.has_ack) continue;
+    engine_->PutAck(address, r.ack);
+    r.has_ack = false;
+  }
+  stashed_acks_ = 0;
 }
 
 void Loop::TrackClientRpc(uint64_t token, const Address& dest, RpcId id,
                           Endpoint::ResponseCallback done, int64_t deadline_nanos) {
   RefreshRoute(dest);
-  pending_.emplace(token, Pending{id, std::move(done)});
+  pending_.emplace(token, Pending{id, dest, std::move(done)});
   if (deadline_nanos != INT64_MAX) {
     deadlines_.emplace(deadline_nanos, token);
     // Entries of finished RPCs linger until due; with long deadlines and a high call rate
@@ -382,6 +437,7 @@ void Loop::OnResponse(RpcId id, uint64_t cookie, absl::StatusOr<Buffer> response
   auto it = pending_.find(cookie);
   if (it == pending_.end()) return;  // cannot happen: every engine RPC was started here
   Endpoint::ResponseCallback done = std::move(it->second.done);
+  if (response.ok()) StashAck(it->second.dest);  // the engine owes its server an ack now
   pending_.erase(it);
   done(std::move(response));
 }

@@ -155,6 +155,13 @@ class Loop final : public EngineHandler {
   bool SparseCalls();
   // Updates routes_[dest] from the engine (direct sends).
   void RefreshRoute(const Address& dest);
+  // A client RPC to `dest` finished: set one of the acks the engine owes `dest` aside for the
+  // next direct request (if it has a route and nothing is set aside yet).
+  void StashAck(const Address& dest);
+  // Gives the acks no direct request took back to the engine (before its tick sends them), or
+  // the one for `dest` (before the loop sends a request there itself, which carries it).
+  void ReturnStashedAcks();
+  void ReturnStashedAck(const Address& dest);
   // Registers a started client RPC (pending_, deadlines_) and refreshes the direct route.
   void TrackClientRpc(uint64_t token, const Address& dest, RpcId id,
                       Endpoint::ResponseCallback done, int64_t deadline_nanos);
@@ -192,12 +199,21 @@ class Loop final : public EngineHandler {
   // Direct-send routes: what PrepareDirect needs about each destination this loop has sent a
   // request to (written on the loop thread, read by callers). Bounded: cleared when full.
   static constexpr size_t kMaxDirectRoutes = 256;
+  struct Route {
+    Engine::DirectRoute route;
+    // One acknowledgement the engine owed this server, set aside for the next direct request
+    // to carry (StashAck); given back to the engine before its next tick if none took it.
+    bool has_ack = false;
+    wire::AckEntry ack;
+  };
   absl::Mutex routes_mu_;
-  absl::flat_hash_map<Address, Engine::DirectRoute> routes_ ABSL_GUARDED_BY(routes_mu_);
+  absl::flat_hash_map<Address, Route> routes_ ABSL_GUARDED_BY(routes_mu_);
+  int stashed_acks_ ABSL_GUARDED_BY(routes_mu_) = 0;
 
   // Client RPCs in flight on this loop: the caller's token -> engine id and callback.
   struct Pending {
     RpcId id = 0;
+    Address dest;
     Endpoint::ResponseCallback done;
   };
   absl::flat_hash_map<uint64_t, Pending> pending_;

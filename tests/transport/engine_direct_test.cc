@@ -141,6 +141,47 @@ TEST_F(EngineDirectTest, AdoptedResponseReachesTheClient) {
   EXPECT_EQ(*client->responses.back().result, answer);
 }
 
+TEST_F(EngineDirectTest, DirectRequestCarriesATakenAckAndTheServerForgetsThatRpc) {
+  // The fixture's first call finished: the client owes the server its ack, and the server
+  // still holds that RPC (its response could need resending).
+  EXPECT_EQ(server->engine().stats().server_rpcs, 1u);
+  wire::AckEntry ack;
+  ASSERT_TRUE(client->engine().TakeAck(server->address(), &ack));
+  wire::AckEntry none;
+  EXPECT_FALSE(client->engine().TakeAck(server->address(), &none)) << "only one was owed";
+
+  const std::string payload = "carries an ack";
+  const RpcId id = client->engine().ReserveClientId();
+  Engine::DirectRoute route;
+  ASSERT_TRUE(client->engine().GetDirectRoute(server->address(), &route));
+  OutPacket packet;
+  client->engine().BuildDirectPacket(server->address(), route, id,
+                                     static_cast<uint32_t>(payload.size()), &packet, &ack);
+  Captured c;
+  c.dest = packet.dest;
+  c.bytes.assign(packet.header, packet.header + packet.header_len);
+  c.bytes.insert(c.bytes.end(), payload.begin(), payload.end());
+  EXPECT_EQ(c.Decoded().data.ack.client_id, ack.client_id);
+  ASSERT_TRUE(
+      client->engine().AdoptSentRequest(server->address(), id, Buffer::CopyOf(payload), 5).ok());
+  Deliver(client, c);
+  // The first RPC is acked by the direct packet; the new one is answered.
+  EXPECT_EQ(server->engine().stats().server_rpcs, 1u);
+  net.Settle();
+  ASSERT_EQ(client->responses.size(), 2u);
+  EXPECT_EQ(*client->responses.back().result, payload);
+}
+
+TEST_F(EngineDirectTest, AnAckPutBackGoesOutAtTheTick) {
+  wire::AckEntry ack;
+  ASSERT_TRUE(client->engine().TakeAck(server->address(), &ack));
+  client->engine().PutAck(server->address(), ack);
+  net.Ticks(1);
+  EXPECT_EQ(server->engine().stats().server_rpcs, 0u) << "the explicit ACK freed it";
+  EXPECT_EQ(client->engine().stats().packets_sent[static_cast<uint8_t>(wire::PacketType::kAck)],
+            1u);
+}
+
 TEST_F(EngineDirectTest, TooLargeForOnePacketIsRefused) {
   const std::string big(client->engine().direct_max_bytes() + 1, 'x');
   const RpcId id = client->engine().ReserveClientId();
