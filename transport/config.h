@@ -58,7 +58,10 @@ struct Config {
   uint32_t resend_ticks = 5;        // silence before the first RESEND
   uint32_t resend_interval = 5;     // ticks between RESENDs for one RPC
   uint32_t timeout_ticks = 100;     // silence that aborts an RPC
-  uint32_t request_ack_ticks = 2;   // wait before a server sends NEED_ACK
+  // Wait before a server sends NEED_ACK. Three ticks: a client holds an owed ack for up to one
+  // tick for a request to carry it (transport/loop.cc), then sends it alone; the server must not
+  // ask before that.
+  uint32_t request_ack_ticks = 3;
   // A server RPC whose response was fully sent but never acknowledged is freed after this
   // many ticks (the Homa module polls forever; we give up, see PROTOCOL.md).
   uint32_t need_ack_give_up_ticks = 1000;

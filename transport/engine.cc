@@ -91,6 +91,11 @@ bool Engine::TakeAck(const Address& dest, wire::AckEntry* ack) {
   if (peer == nullptr || peer->pending_acks.empty()) return false;
   *ack = peer->pending_acks.back();
   peer->pending_acks.pop_back();
+  if (peer->pending_acks.empty()) {
+    // Nothing left to flush for it: no tick is needed on its account.
+    auto& list = impl_->peers_with_acks_;
+    list.erase(std::remove(list.begin(), list.end(), peer), list.end());
+  }
   return true;
 }
 void Engine::PutAck(const Address& dest, const wire::AckEntry& ack) {

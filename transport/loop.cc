@@ -36,9 +36,12 @@
 // every request it delivers. Acks: a finished client RPC owes its server an ack, which rides
 // on the next request to it. Direct requests carry one too: when a response arrives the loop
 // sets one owed ack aside in the route (StashAck) for the next caller to put in its packet;
-// one nobody took goes back to the engine before its tick (which sends leftovers as ACK
-// packets) or before the loop itself sends a request there. Without this every direct call
-// left an ack for the tick to send alone: an extra packet, and a wake-up of the server.
+// one nobody took within a tick goes back to the engine and out as an ACK packet (the loop
+// wakes for that: stash_deadline_nanos_), and one goes back at once before the loop itself
+// sends a request there. Servers ask for missing acks only after three ticks
+// (Config::request_ack_ticks), so a held ack never races their NEED_ACK. Without this every
+// direct call left an ack for the tick to send alone: an extra packet, and a wake-up of the
+// server.
 //
 // Completion callbacks are looked up by a token the Endpoint chose (not the engine's id),
 // because the caller needs a handle for Abort() before the loop has created the RPC.
@@ -68,7 +71,8 @@ Loop::Loop(uint32_t index, const Config& config, std::unique_ptr<IoBackend> io,
       io_(std::move(io)),
       handler_(handler),
       direct_send_(config.direct_send),
-      first_resend_nanos_(int64_t{config.resend_ticks} * config.tick_usecs * kNanosPerMicro) {
+      first_resend_nanos_(int64_t{config.resend_ticks} * config.tick_usecs * kNanosPerMicro),
+      ack_hold_nanos_(int64_t{config.tick_usecs} * kNanosPerMicro) {
   const Address local = io_->local_address();
   engine_ = std::make_unique<Engine>(config, MonotonicClock::Get(), io_.get(), this, local.port(),
                                      local.is_v6());
@@ -250,10 +254,8 @@ bool Loop::RunOnce() {
   });
   work |= received > 0;
   const int64_t now = MonotonicClock::Get()->NowNanos();
-  if (now >= engine_->NextTimerNanos()) {
-    ReturnStashedAcks();  // the tick sends what no direct request took
-    engine_->OnTimer();
-  }
+  ReturnStashedAcks(now, /*all=*/false);  // what no direct request took within a tick
+  if (now >= engine_->NextTimerNanos()) engine_->OnTimer();
   work |= RunDeadlines(now);
   io_->Flush();
   engine_->Reap();
@@ -275,7 +277,7 @@ bool Loop::RunDeadlines(int64_t now) {
 }
 
 int64_t Loop::NextWakeNanos() const {
-  const int64_t timer = engine_->NextTimerNanos();
+  const int64_t timer = std::min(engine_->NextTimerNanos(), stash_deadline_nanos_);
   return deadlines_.empty() ? timer : std::min(timer, deadlines_.top().first);
 }
 
@@ -293,7 +295,7 @@ void Loop::Shutdown() {
   RunPosted();
   FailAllClientRpcs();
   // Servers we called would otherwise keep our answered RPCs until they give up asking.
-  ReturnStashedAcks();
+  ReturnStashedAcks(MonotonicClock::Get()->NowNanos(), /*all=*/true);
   engine_->FlushAcks();
   io_->Flush();
   engine_->Reap();
@@ -355,6 +357,9 @@ void Loop::StashAck(const Address& dest) {
   if (it == routes_.end() || it->second.has_ack) return;
   if (!engine_->TakeAck(dest, &it->second.ack)) return;
   it->second.has_ack = true;
+  it->second.stashed_nanos = MonotonicClock::Get()->NowNanos();
+  stash_deadline_nanos_ =
+      std::min(stash_deadline_nanos_, it->second.stashed_nanos + ack_hold_nanos_);
   ++stashed_acks_;
 }
 
@@ -368,15 +373,28 @@ void Loop::ReturnStashedAck(const Address& dest) {
   --stashed_acks_;
 }
 
-void Loop::ReturnStashedAcks() {
-  absl::MutexLock lock(&routes_mu_);
-  if (stashed_acks_ == 0) return;
-  for (auto& [address, r] : routes_) {
-    if (!r.has_ack) continue;
-    engine_->PutAck(address, r.ack);
-    r.has_ack = false;
+void Loop::ReturnStashedAcks(int64_t now, bool all) {
+  if (!all && now < stash_deadline_nanos_) return;
+  stash_deadline_nanos_ = INT64_MAX;
+  bool returned = false;
+  {
+    absl::MutexLock lock(&routes_mu_);
+    if (stashed_acks_ == 0) return;
+    for (auto& [address, r] : routes_) {
+      if (!r.has_ack) continue;
+      if (!all && now - r.stashed_nanos < ack_hold_nanos_) {
+        stash_deadline_nanos_ = std::min(stash_deadline_nanos_, r.stashed_nanos + ack_hold_nanos_);
+        continue;
+      }
+      engine_->PutAck(address, r.ack);
+      r.has_ack = false;
+      --stashed_acks_;
+      returned = true;
+    }
   }
-  stashed_acks_ = 0;
+  // Sent now, not at the next tick: the server asks for them (NEED_ACK) request_ack_ticks
+  // after its response, and they have waited a tick already.
+  if (returned) engine_->FlushAcks();
 }
 
 void Loop::TrackClientRpc(uint64_t token, const Address& dest, RpcId id,

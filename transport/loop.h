@@ -158,9 +158,10 @@ class Loop final : public EngineHandler {
   // A client RPC to `dest` finished: set one of the acks the engine owes `dest` aside for the
   // next direct request (if it has a route and nothing is set aside yet).
   void StashAck(const Address& dest);
-  // Gives the acks no direct request took back to the engine (before its tick sends them), or
-  // the one for `dest` (before the loop sends a request there itself, which carries it).
-  void ReturnStashedAcks();
+  // Gives back to the engine, and sends at once, the set-aside acks no direct request took
+  // within ack_hold_nanos_ (all of them with `all`); or the one for `dest`, before the loop
+  // sends a request there itself, which then carries it.
+  void ReturnStashedAcks(int64_t now, bool all);
   void ReturnStashedAck(const Address& dest);
   // Registers a started client RPC (pending_, deadlines_) and refreshes the direct route.
   void TrackClientRpc(uint64_t token, const Address& dest, RpcId id,
@@ -205,10 +206,15 @@ class Loop final : public EngineHandler {
     // to carry (StashAck); given back to the engine before its next tick if none took it.
     bool has_ack = false;
     wire::AckEntry ack;
+    int64_t stashed_nanos = 0;  // when it was set aside
   };
   absl::Mutex routes_mu_;
   absl::flat_hash_map<Address, Route> routes_ ABSL_GUARDED_BY(routes_mu_);
   int stashed_acks_ ABSL_GUARDED_BY(routes_mu_) = 0;
+  // Loop thread: when the oldest set-aside ack has waited long enough (INT64_MAX: none), and
+  // how long that is (one tick).
+  int64_t stash_deadline_nanos_ = INT64_MAX;
+  const int64_t ack_hold_nanos_;
 
   // Client RPCs in flight on this loop: the caller's token -> engine id and callback.
   struct Pending {

@@ -428,7 +428,7 @@ TEST_F(EngineTest, Engine_NeedAckWhenAckLost) {
   // Drop the client's explicit ACK.
   net.Run(1100 * 1000, [](const Host*, const Captured& c) { return c.type() != PacketType::kAck; });
   EXPECT_EQ(server->engine().stats().server_rpcs, 1u);
-  // Expect: NEED_ACK after request_ack_ticks (2); the client answers with an ACK.
+  // Expect: NEED_ACK after request_ack_ticks (3); the client answers with an ACK.
   net.Ticks(3);
   EXPECT_GE(server->engine().stats().packets_sent[0x17], 1u);
   EXPECT_EQ(server->engine().stats().server_rpcs, 0u);
