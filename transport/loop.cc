@@ -339,15 +339,23 @@ void Loop::RefreshRoute(const Address& dest) {
   if (!direct_send_) return;
   Engine::DirectRoute route;
   if (!engine_->GetDirectRoute(dest, &route)) return;
+  // Called for every RPC: take the lock only when the published route is missing or stale
+  // (the loop's own copy of what it published says; routes change when CUTOFFS arrive).
+  auto published = published_versions_.find(dest);
+  if (published != published_versions_.end() && published->second == route.cutoff_version) {
+    return;
+  }
   absl::MutexLock lock(&routes_mu_);
   if (routes_.size() >= kMaxDirectRoutes && !routes_.contains(dest)) {
     for (auto& [address, r] : routes_) {
       if (r.has_ack) engine_->PutAck(address, r.ack);
     }
     routes_.clear();
+    published_versions_.clear();
     stashed_acks_ = 0;
   }
   routes_[dest].route = route;
+  published_versions_[dest] = route.cutoff_version;
 }
 
 void Loop::StashAck(const Address& dest) {

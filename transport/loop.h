@@ -211,6 +211,9 @@ class Loop final : public EngineHandler {
   absl::Mutex routes_mu_;
   absl::flat_hash_map<Address, Route> routes_ ABSL_GUARDED_BY(routes_mu_);
   int stashed_acks_ ABSL_GUARDED_BY(routes_mu_) = 0;
+  // Loop thread: the cutoff version last written to routes_ per destination (RefreshRoute
+  // skips the lock when nothing changed). Cleared with routes_.
+  absl::flat_hash_map<Address, uint16_t> published_versions_;
   // Loop thread: when the oldest set-aside ack has waited long enough (INT64_MAX: none), and
   // how long that is (one tick).
   int64_t stash_deadline_nanos_ = INT64_MAX;

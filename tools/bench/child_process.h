@@ -166,6 +166,36 @@ inline absl::Status ReadFromChild(int fd, size_t want, int64_t deadline_ns, std:
   return absl::OkStatus();
 }
 
+// Forks the server child: it runs `server_main(write_fd)` (which must not return) with the
+// write end of `pipe`; the parent keeps the read end. Returns the child's pid.
+template <typename ServerMain>
+absl::StatusOr<pid_t> ForkServer(Pipe& pipe, ServerMain server_main) {
+  if (!pipe.ok()) return transport::ErrnoToStatus(errno, "pipe");
+  const pid_t pid = ForkChild();
+  if (pid < 0) return transport::ErrnoToStatus(errno, "fork for the server");
+  if (pid == 0) {
+    pipe.CloseRead();
+    server_main(pipe.write_fd());
+    _exit(1);  // not reached: the server's main exits
+  }
+  pipe.CloseWrite();
+  return pid;
+}
+
+// The port a server child announces on its pipe (PipeServerEnv::Ready) by `deadline_ns`: 0
+// when it failed before listening (its report then says why). Errors are prefixed "server
+// start-up".
+inline absl::StatusOr<uint16_t> ReadServerPort(int fd, int64_t deadline_ns) {
+  std::string bytes;
+  absl::Status read = ReadFromChild(fd, sizeof(uint16_t), deadline_ns, &bytes);
+  if (!read.ok()) {
+    return absl::Status(read.code(), absl::StrCat("server start-up: ", read.message()));
+  }
+  uint16_t port = 0;
+  std::memcpy(&port, bytes.data(), sizeof(port));
+  return port;
+}
+
 // ---- Report encoding (host byte order) ----
 
 inline void PutU64(std::string* out, uint64_t value) {

@@ -50,12 +50,14 @@ namespace {
 using child_process::Child;
 using child_process::EnterNetns;
 using child_process::ForkChild;
+using child_process::ForkServer;
 using child_process::kUntilEof;
 using child_process::Pipe;
 using child_process::PipeServerEnv;
 using child_process::PutString;
 using child_process::PutU64;
 using child_process::ReadFromChild;
+using child_process::ReadServerPort;
 using child_process::ReportReader;
 using child_process::SharedControl;
 using child_process::SharedControlPage;
@@ -221,24 +223,16 @@ absl::StatusOr<Result> RunPoint(const System& system, const Point& point) {
   SharedControl* const control = page->get();
 
   Pipe server_pipe;
-  if (!server_pipe.ok()) return ErrnoToStatus(errno, "pipe");
-  const pid_t server_pid = ForkChild();
-  if (server_pid < 0) return ErrnoToStatus(errno, "fork for the server");
-  if (server_pid == 0) {
-    server_pipe.CloseRead();
-    ServerChildMain(system, point, server_pipe.write_fd(), control);
-  }
-  Child server(server_pid);
-  server_pipe.CloseWrite();
+  absl::StatusOr<pid_t> server_pid = ForkServer(server_pipe, [&](int write_fd) {
+    ServerChildMain(system, point, write_fd, control);
+  });
+  if (!server_pid.ok()) return server_pid.status();
+  Child server(*server_pid);
 
-  std::string port_bytes;
-  absl::Status started = ReadFromChild(server_pipe.read_fd(), sizeof(uint16_t),
-                                       NowNanos() + kServerGraceMillis * 1000000, &port_bytes);
-  if (!started.ok()) {
-    return absl::Status(started.code(), absl::StrCat("server start-up: ", started.message()));
-  }
-  uint16_t port = 0;
-  std::memcpy(&port, port_bytes.data(), sizeof(port));
+  absl::StatusOr<uint16_t> started =
+      ReadServerPort(server_pipe.read_fd(), NowNanos() + kServerGraceMillis * 1000000);
+  if (!started.ok()) return started.status();
+  const uint16_t port = *started;
   if (port == 0) {
     // Serve() failed before Ready(); its report says why.
     absl::StatusOr<ChildReport> report = CollectReport(

@@ -75,12 +75,14 @@ namespace homarpc::bench {
 using child_process::Child;
 using child_process::EnterNetns;
 using child_process::ForkChild;
+using child_process::ForkServer;
 using child_process::kUntilEof;
 using child_process::Pipe;
 using child_process::PipeServerEnv;
 using child_process::PutString;
 using child_process::PutU64;
 using child_process::ReadFromChild;
+using child_process::ReadServerPort;
 using child_process::ReportReader;
 using child_process::SharedControl;
 using child_process::SharedControlPage;
@@ -511,24 +513,18 @@ absl::StatusOr<LoadReport> RunLoadPoint(const LoadSystem& system, const LoadPoin
 
   // ---- The server ----
   Pipe server_pipe;
-  if (!server_pipe.ok()) return ErrnoToStatus(errno, "pipe");
-  const pid_t server_pid = ForkChild();
-  if (server_pid < 0) return ErrnoToStatus(errno, "fork for the server");
-  if (server_pid == 0) {
-    server_pipe.CloseRead();
-    ServerChildMain(system, point, server_pipe.write_fd(), control);
-  }
+  absl::StatusOr<pid_t> server_pid = ForkServer(server_pipe, [&](int write_fd) {
+    ServerChildMain(system, point, write_fd, control);
+  });
+  if (!server_pid.ok()) return server_pid.status();
   // Declared after `page` and the pipes, so destroyed (killed, reaped) before them.
-  ServerProcess server(server_pid);
+  ServerProcess server(*server_pid);
   server.pipe = &server_pipe;
-  server_pipe.CloseWrite();
 
-  std::string port_bytes;
-  absl::Status started = ReadFromChild(server_pipe.read_fd(), sizeof(uint16_t),
-                                       NowNanos() + kServerGraceMillis * 1000000, &port_bytes);
-  if (!started.ok()) return Prefixed("server start-up", started);
-  uint16_t port = 0;
-  std::memcpy(&port, port_bytes.data(), sizeof(port));
+  absl::StatusOr<uint16_t> started =
+      ReadServerPort(server_pipe.read_fd(), NowNanos() + kServerGraceMillis * 1000000);
+  if (!started.ok()) return started.status();
+  const uint16_t port = *started;
   if (port == 0) {
     absl::Status status = CollectServer(server);  // Serve() failed before Ready(): it says why
     return status.ok() ? absl::InternalError("server reported no port") : status;
