@@ -249,6 +249,10 @@ class SocketEnv final : public ConformanceEnv {
     // A failure guard, not the subject: on a loaded 2-core machine a loop can be descheduled
     // for longer than the default 100 ms of silence that aborts an RPC.
     o.config.timeout_ticks = 5000;
+    // Likewise the server's wait for an ACK (1 s by default): the inline clients are driven by
+    // the test thread, which stops polling while it builds and checks a 64 MiB payload (over a
+    // second under ASan), and an unanswered server gives up and counts the RPC abandoned.
+    o.config.need_ack_give_up_ticks = 20000;
     o.io.kind = kind_;
     o.io.bind_address = Address::Loopback4(0);
     return o;
