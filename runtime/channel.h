@@ -52,7 +52,9 @@ inline constexpr char kArgMaxMetadataSize[] = "grpc.max_metadata_size";
 inline constexpr char kArgLoadBalancingPolicy[] = "grpc.lb_policy_name";
 // homarpc's own: microseconds a waiting thread or idle loop spins before sleeping (default 50).
 inline constexpr char kArgSpinMicros[] = "homarpc.spin_us";
-// Link MTU the transport packetises for (default 1500).
+// MTU the transport packetises for. 0 (default): each peer's route MTU as the kernel reports
+// it, at most 9000 (jumbo frames; loopback's 64 KiB gets 9000, a 1500-byte NIC 1500:
+// transport::Config::use_path_mtu); a positive value: that MTU for every peer (576 to 65000).
 inline constexpr char kArgMtu[] = "homarpc.mtu";
 // Uplink rate in Mbit/s the sender paces its data to (default 25000, a 25 Gbit/s NIC);
 // 0 = no pacing (loopback, or a NIC that paces itself). On a slow link (below ~200 Mbit/s)

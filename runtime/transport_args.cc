@@ -25,9 +25,15 @@ absl::Status ApplyTransportArgs(const ChannelArguments& args, UdpTransportOption
   }
   config.poll_usecs = static_cast<uint32_t>(spin_us);
 
-  const int mtu = args.GetInt(kArgMtu, static_cast<int>(config.mtu));
-  if (mtu <= 0) return absl::InvalidArgumentError(absl::StrCat(kArgMtu, " must be positive"));
-  config.mtu = static_cast<uint32_t>(mtu);
+  const int mtu = args.GetInt(kArgMtu, 0);
+  if (mtu < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(kArgMtu, " must be 0 (the route's MTU) or positive"));
+  }
+  if (mtu > 0) {
+    config.mtu = static_cast<uint32_t>(mtu);
+    config.use_path_mtu = false;
+  }
 
   const int link_mbps = args.GetInt(kArgLinkMbps, static_cast<int>(config.link_mbps));
   if (link_mbps < 0) {

@@ -12,6 +12,9 @@ absl::Status Config::Validate() const {
     return absl::InvalidArgumentError(absl::StrCat("transport config: ", field, " ", why));
   };
   if (mtu < 576 || mtu > 65000) return bad("mtu", "must be in [576, 65000]");
+  if (max_path_mtu < 576 || max_path_mtu > 65000) {
+    return bad("max_path_mtu", "must be in [576, 65000]");
+  }
   if (max_message_length > wire::kMaxWireMessageLength) {
     return bad("max_message_length", absl::StrCat("must be at most ", wire::kMaxWireMessageLength));
   }
@@ -30,7 +33,9 @@ absl::Status Config::Validate() const {
   if (need_ack_give_up_ticks <= request_ack_ticks) {
     return bad("need_ack_give_up_ticks", "must exceed request_ack_ticks");
   }
-  if (max_incoming < mtu) return bad("max_incoming", "must be at least one packet");
+  if (max_incoming < std::max(mtu, use_path_mtu ? max_path_mtu : 0u)) {
+    return bad("max_incoming", "must be at least one packet");
+  }
   if (grant_fifo_fraction > 500) return bad("grant_fifo_fraction", "must be at most 500");
   if (pacer_fifo_fraction > 500) return bad("pacer_fifo_fraction", "must be at most 500");
   if (tick_usecs == 0) return bad("tick_usecs", "must be positive");
@@ -40,9 +45,14 @@ absl::Status Config::Validate() const {
   return absl::OkStatus();
 }
 
-uint32_t Config::PayloadPerPacket(bool ipv6) const {
+uint32_t Config::PayloadPerPacketAt(uint32_t mtu, bool ipv6) {
   const uint32_t ip_and_udp = ipv6 ? 40 + 8 : 20 + 8;
   return mtu - ip_and_udp - static_cast<uint32_t>(wire::kDataHeaderSize);
+}
+
+uint32_t Config::MtuForPath(uint32_t path_mtu) const {
+  if (!use_path_mtu || path_mtu == 0) return mtu;
+  return std::clamp(path_mtu, 576u, max_path_mtu);
 }
 
 void Config::FitTimersToLink() {

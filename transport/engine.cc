@@ -133,11 +133,14 @@ Engine::Impl::Impl(const Config& config, const Clock* clock, PacketSink* sink,
       handler_(handler),
       local_port_(local_port),
       ipv6_(ipv6),
-      payload_per_packet_(config.PayloadPerPacket(ipv6)),
+      mtu_payload_per_packet_(config.PayloadPerPacket(ipv6)),
       top_prio_(static_cast<uint8_t>(config.num_priorities - 1)),
       first_unsched_prio_(FirstUnschedLevel(config)),
       max_sched_prio_(static_cast<uint8_t>(FirstUnschedLevel(config) - 1)),
-      peers_(config.max_peers),
+      peers_(config.max_peers,
+             [this](const Address& a) {
+               return Config::PayloadPerPacketAt(config_.MtuForPath(sink_->PathMtu(a)), ipv6_);
+             }),
       grants_(config_, static_cast<uint8_t>(FirstUnschedLevel(config) - 1),
               config.PayloadPerPacket(ipv6)),
       pacer_(config_, ipv6) {
@@ -671,12 +674,12 @@ void Engine::Impl::HandleResend(const Address& from, Rpc* rpc, const wire::Packe
   // packets do not start at multiples of the packet size: it restarts at the receiver's gap,
   // which is where a lost packet started (a receiver holding its maximum of gaps takes only
   // packets that start at one).
-  uint32_t offset =
-      out.bytes.segment_count() > 1 ? start : start - start % payload_per_packet_;
+  const uint32_t packet = rpc->peer->payload_per_packet;
+  uint32_t offset = out.bytes.segment_count() > 1 ? start : start - start % packet;
   const uint64_t limit = uint64_t{offset} + config_.max_incoming;
   while (offset < sent_end && offset < limit) {
     const uint32_t len =
-        SendDataPacket(rpc, offset, std::min(payload_per_packet_, out.length - offset),
+        SendDataPacket(rpc, offset, std::min(packet, out.length - offset),
                        /*retransmit=*/true, prio);
     ++stats_.retransmitted_packets;
     offset += len;

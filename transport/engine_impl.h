@@ -81,8 +81,11 @@ class Engine::Impl {
   // The server RPC `handle` names, if it still awaits its response: NOT_FOUND (gone) or
   // FAILED_PRECONDITION (already answered) otherwise.
   absl::StatusOr<Rpc*> RpcAwaitingResponse(const ServerRpcHandle& handle);
-  // The largest message sent directly (Engine::direct_max_bytes). Thread-safe.
-  uint32_t DirectMaxBytes() const { return std::min(payload_per_packet_, config_.unsched_bytes); }
+  // The largest message sent directly (Engine::direct_max_bytes): one packet at Config::mtu
+  // whatever the peer's path allows (the sending thread does not know the peer). Thread-safe.
+  uint32_t DirectMaxBytes() const {
+    return std::min(mtu_payload_per_packet_, config_.unsched_bytes);
+  }
   // StartOutgoing for a one-packet message another thread has sent (direct sends).
   void AdoptSentMessage(Rpc* rpc, MessageBytes message);
   // Fails a client RPC (OnResponse with `status`) and ends it.
@@ -151,7 +154,7 @@ class Engine::Impl {
   EngineHandler* handler_;
   const uint16_t local_port_;
   const bool ipv6_;
-  const uint32_t payload_per_packet_;
+  const uint32_t mtu_payload_per_packet_;  // at Config::mtu; peers have their own
   const uint8_t top_prio_;          // control packets
   const uint8_t first_unsched_prio_;
   const uint8_t max_sched_prio_;

@@ -50,7 +50,7 @@ uint32_t Engine::Impl::TransmitFrom(Rpc* rpc, uint32_t max_bytes) {
     const uint8_t prio = out.next_xmit < out.unscheduled ? unsched_prio : out.sched_priority;
     // After a restart every packet is a retransmission (PROTOCOL.md).
     const uint32_t len =
-        SendDataPacket(rpc, out.next_xmit, std::min(payload_per_packet_, out.remaining()),
+        SendDataPacket(rpc, out.next_xmit, std::min(rpc->peer->payload_per_packet, out.remaining()),
                        /*retransmit=*/rpc->restarts > 0, prio);
     out.next_xmit += len;
     sent += len;

@@ -115,6 +115,23 @@ absl::StatusOr<std::unique_ptr<IoBackend>> CreateIoBackend(const IoOptions& opti
   return backend;
 }
 
+uint32_t IoBackend::PathMtu(const Address& dest) { return RouteMtu(dest); }
+
+uint32_t RouteMtu(const Address& dest) {
+  if (!dest.is_set()) return 0;
+  const int family = dest.is_v6() ? AF_INET6 : AF_INET;
+  const int fd = socket(family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return 0;
+  int mtu = 0;
+  socklen_t len = sizeof(mtu);
+  const bool ok =
+      connect(fd, dest.sockaddr_ptr(), dest.sockaddr_len()) == 0 &&
+      getsockopt(fd, dest.is_v6() ? IPPROTO_IPV6 : IPPROTO_IP, dest.is_v6() ? IPV6_MTU : IP_MTU,
+                 &mtu, &len) == 0;
+  close(fd);
+  return ok && mtu > 0 ? static_cast<uint32_t>(mtu) : 0;
+}
+
 namespace io_internal {
 
 absl::Status ValidateOptions(const IoOptions& options) {

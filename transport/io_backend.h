@@ -96,8 +96,16 @@ class IoBackend : public PacketSink {
   // error); counted in IoStats either way.
   virtual bool SendDirect(const OutPacket& packet) = 0;
 
+  // PacketSink: the MTU of the kernel's route to `dest` (RouteMtu).
+  uint32_t PathMtu(const Address& dest) override;
+
   virtual IoStats stats() const = 0;
 };
+
+// The MTU of the kernel's route to `dest` (IP_MTU / IPV6_MTU of a UDP socket connected to it;
+// nothing is sent), e.g. 65536 to a loopback address; 0 when the kernel cannot tell (no
+// route, an unset address). About three system calls: callers cache it (per peer).
+uint32_t RouteMtu(const Address& dest);
 
 // Creates a backend per `options`. Errors: INVALID_ARGUMENT (unset bind address),
 // UNAVAILABLE / INTERNAL from the socket calls (errno mapped by ErrnoToStatus), and

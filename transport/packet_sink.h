@@ -37,6 +37,9 @@ class PacketSink {
   // Queues one packet. Called only from the engine's thread. Must not call back into the
   // engine. Send failures are the sink's to count: Homa recovers lost packets.
   virtual void Send(const OutPacket& packet) = 0;
+  // The MTU of the route to `dest` in bytes, or 0 when the sink cannot tell (the default).
+  // Asked once per peer, when the engine first meets it (Config::use_path_mtu).
+  virtual uint32_t PathMtu(const Address& dest) { return 0; }
 };
 
 }  // namespace homarpc::transport

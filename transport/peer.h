@@ -10,7 +10,9 @@
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <utility>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/inlined_vector.h"
@@ -29,6 +31,8 @@ struct Peer {
   int64_t cutoffs_sent_nanos = INT64_MIN;
   // Completed client RPCs whose server may now forget them (piggybacked or sent as ACK).
   absl::InlinedVector<wire::AckEntry, 2> pending_acks;
+  // Payload bytes per DATA packet we send it (Config::MtuForPath), set when it is created.
+  uint32_t payload_per_packet = 0;
   uint32_t client_rpcs = 0;
   uint32_t server_rpcs = 0;
   int64_t last_active_nanos = 0;
@@ -36,7 +40,9 @@ struct Peer {
 
 class PeerTable {
  public:
-  explicit PeerTable(uint32_t max_peers) : max_peers_(max_peers) {}
+  // `payload_for` sizes a new peer's packets (Peer::payload_per_packet); engine thread.
+  PeerTable(uint32_t max_peers, std::function<uint32_t(const Address&)> payload_for)
+      : max_peers_(max_peers), payload_for_(std::move(payload_for)) {}
 
   // Returns the peer for `address`, creating it if needed; nullptr if the table is full.
   Peer* FindOrCreate(const Address& address, int64_t now_nanos);
@@ -54,6 +60,7 @@ class PeerTable {
 
  private:
   uint32_t max_peers_;
+  std::function<uint32_t(const Address&)> payload_for_;
   absl::flat_hash_map<Address, std::unique_ptr<Peer>> peers_;
 };
 

@@ -13,8 +13,17 @@ TEST(TransportArgs, AbsentKeysKeepTheDefaults) {
   ASSERT_TRUE(ApplyTransportArgs(ChannelArguments(), &options).ok());
   EXPECT_EQ(options.endpoint.config.poll_usecs, defaults.poll_usecs);
   EXPECT_EQ(options.endpoint.config.mtu, defaults.mtu);
+  EXPECT_TRUE(options.endpoint.config.use_path_mtu);  // each peer's route MTU
   EXPECT_EQ(options.endpoint.config.link_mbps, defaults.link_mbps);
   EXPECT_EQ(options.endpoint.io.kind, transport::IoKind::kAuto);
+}
+
+TEST(TransportArgs, MtuZeroMeansTheRoutesMtu) {
+  ChannelArguments args;
+  args.SetInt(kArgMtu, 0);
+  UdpTransportOptions options;
+  ASSERT_TRUE(ApplyTransportArgs(args, &options).ok());
+  EXPECT_TRUE(options.endpoint.config.use_path_mtu);
 }
 
 TEST(TransportArgs, EveryKeyIsApplied) {
@@ -27,6 +36,7 @@ TEST(TransportArgs, EveryKeyIsApplied) {
   ASSERT_TRUE(ApplyTransportArgs(args, &options).ok());
   EXPECT_EQ(options.endpoint.config.poll_usecs, 0u);
   EXPECT_EQ(options.endpoint.config.mtu, 9000u);
+  EXPECT_FALSE(options.endpoint.config.use_path_mtu);  // a fixed MTU for every peer
   EXPECT_EQ(options.endpoint.config.link_mbps, 0u);
   EXPECT_EQ(options.endpoint.io.kind, transport::IoKind::kEpoll);
 }
@@ -36,7 +46,7 @@ TEST(TransportArgs, BadValuesAreRejectedNamingTheKey) {
     const char* key;
     int value;
   };
-  for (const Case& c : {Case{kArgSpinMicros, -1}, Case{kArgMtu, 0}, Case{kArgMtu, 100},
+  for (const Case& c : {Case{kArgSpinMicros, -1}, Case{kArgMtu, -1}, Case{kArgMtu, 100},
                         Case{kArgLinkMbps, -5}}) {
     ChannelArguments args;
     args.SetInt(c.key, c.value);

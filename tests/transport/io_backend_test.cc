@@ -626,5 +626,26 @@ TEST(CreateIoBackendTest, KindNames) {
   EXPECT_STREQ(IoKindName(IoKind::kEpoll), "epoll");
 }
 
+TEST(RouteMtuTest, LoopbackRouteHasLoopbacksMtu) {
+  // The loopback device's MTU is 65536 on Linux; IPv4 reports it capped at its largest packet.
+  const uint32_t v4 = RouteMtu(Address::Loopback4(9));
+  EXPECT_TRUE(v4 == 65535u || v4 == 65536u) << v4;
+  const int v6 = socket(AF_INET6, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (v6 >= 0) {
+    close(v6);
+    const uint32_t mtu = RouteMtu(Address::Loopback6(9));
+    // 0 where IPv6 is compiled in but disabled on lo (no route); otherwise lo's MTU.
+    EXPECT_TRUE(mtu == 0 || mtu >= 65535u) << mtu;
+  }
+}
+
+TEST(RouteMtuTest, UnknownWhenThereIsNoRouteOrAddress) {
+  EXPECT_EQ(RouteMtu(Address()), 0u);
+  // A reserved address (240/4): with no route connect() fails and the answer is 0; a machine
+  // with a default route gives that route's MTU, which is never below IPv4's minimum.
+  const uint32_t mtu = RouteMtu(Address::Parse("240.0.0.1:9").value());
+  EXPECT_TRUE(mtu == 0 || mtu >= 576u) << mtu;
+}
+
 }  // namespace
 }  // namespace homarpc::transport

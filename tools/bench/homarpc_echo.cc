@@ -26,7 +26,10 @@ using transport::MonotonicClock;
 absl::StatusOr<EndpointOptions> OptionsFor(const Point& point, bool server) {
   EndpointOptions o;
   o.config.poll_usecs = static_cast<uint32_t>(point.settings.spin_us);
-  o.config.mtu = static_cast<uint32_t>(point.settings.mtu);
+  if (point.settings.mtu > 0) {  // else each peer's route MTU (Config::use_path_mtu)
+    o.config.mtu = static_cast<uint32_t>(point.settings.mtu);
+    o.config.use_path_mtu = false;
+  }
   o.config.link_mbps = static_cast<uint32_t>(point.settings.link_mbps);
   if (point.request_bytes > o.config.max_message_length ||
       point.response_bytes > o.config.max_message_length) {

@@ -79,7 +79,10 @@ constexpr uint64_t kFdSlack = 64;
 absl::StatusOr<EndpointOptions> ServerOptions(const Point& point) {
   EndpointOptions o;
   o.config.poll_usecs = static_cast<uint32_t>(point.settings.spin_us);
-  o.config.mtu = static_cast<uint32_t>(point.settings.mtu);
+  if (point.settings.mtu > 0) {  // else each peer's route MTU (Config::use_path_mtu)
+    o.config.mtu = static_cast<uint32_t>(point.settings.mtu);
+    o.config.use_path_mtu = false;
+  }
   o.config.link_mbps = 0;  // loopback has no NIC queue to protect
   // main.cc validated the name.
   o.io.kind = transport::ParseIoKind(point.settings.io_backend).value_or(IoKind::kAuto);

@@ -71,7 +71,8 @@ ABSL_FLAG(std::string, json_out, "",
 ABSL_FLAG(std::string, io_backend, "auto", "homarpc's UDP I/O: auto, uring or epoll.");
 ABSL_FLAG(std::string, spin_us, "50",
           "homarpc: busy-poll this long before sleeping (0..1000000; 0 = always block).");
-ABSL_FLAG(std::string, mtu, "1500", "homarpc: link MTU to packetise for (576..65536).");
+ABSL_FLAG(std::string, mtu, "0",
+          "homarpc: MTU to packetise for, 576..65000; 0 = each peer's route MTU, at most 9000.");
 ABSL_FLAG(std::string, direct_send, "1",
           "homarpc: 1 = callers send one-packet requests themselves while the transport's loop "
           "sleeps; 0 = every request goes through the loop thread.");
@@ -158,7 +159,10 @@ absl::Status ParseSettings(RunSettings* settings) {
   absl::StatusOr<int64_t> spin_us = ParseBoundedInt(absl::GetFlag(FLAGS_spin_us), 0, 1000000);
   if (!spin_us.ok()) return FlagError("spin_us", spin_us.status());
   settings->spin_us = *spin_us;
-  absl::StatusOr<int64_t> mtu = ParseBoundedInt(absl::GetFlag(FLAGS_mtu), 576, 65536);
+  absl::StatusOr<int64_t> mtu = ParseBoundedInt(absl::GetFlag(FLAGS_mtu), 0, 65000);
+  if (mtu.ok() && *mtu > 0 && *mtu < 576) {
+    mtu = absl::InvalidArgumentError(absl::StrCat(*mtu, " is neither 0 nor in [576, 65000]"));
+  }
   if (!mtu.ok()) return FlagError("mtu", mtu.status());
   settings->mtu = *mtu;
   absl::StatusOr<int64_t> direct = ParseBoundedInt(absl::GetFlag(FLAGS_direct_send), 0, 1);

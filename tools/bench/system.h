@@ -34,7 +34,7 @@ namespace homarpc::bench {
 struct RunSettings {
   std::string io_backend = "auto";  // "auto", "uring" or "epoll"
   int64_t spin_us = 50;             // busy-poll this long before sleeping; 0 = always block
-  int64_t mtu = 1500;               // link MTU the transport packetises for, even on loopback
+  int64_t mtu = 0;  // MTU the transport packetises for; 0 = each peer's route MTU (kArgMtu)
   // homarpc's pacing rate in Mbit/s; 0 = no pacing (loopback). On a shaped testbed link, its
   // rate (a faster pacer overruns the switch queue).
   int64_t link_mbps = 0;
