@@ -24,6 +24,8 @@ struct Config {
   // jumbo-frame fabric's 9000 bytes then carry 6x fewer packets per byte than 1500 would, each
   // costing the kernel and the engine about the same whatever its size (measured: a 1 MiB
   // unary echo on loopback took 1589 us at MTU 1500, 1071 us at 9000, 1076 us at 65000).
+  // The route's MTU is this host's, not the whole path's: after a peer loses larger packets
+  // (a RESEND, a restart) it gets `mtu` from then on (EngineStats::path_mtu_fallbacks).
   // False: every peer gets `mtu` (for A/B measurement, and to mimic a NIC on loopback).
   bool use_path_mtu = true;
   // Cap on a path's MTU: jumbo frames. Larger packets (loopback's 64 KiB) saved nothing more in

@@ -30,6 +30,7 @@ void Add(EngineStats& sum, const EngineStats& s) {
   sum.direct_sends += s.direct_sends;
   sum.resends_sent += s.resends_sent;
   sum.restarts += s.restarts;
+  sum.path_mtu_fallbacks += s.path_mtu_fallbacks;
   sum.client_timeouts += s.client_timeouts;
   sum.server_rpcs_abandoned += s.server_rpcs_abandoned;
   sum.duplicate_requests_suppressed += s.duplicate_requests_suppressed;

@@ -139,7 +139,8 @@ Engine::Impl::Impl(const Config& config, const Clock* clock, PacketSink* sink,
       max_sched_prio_(static_cast<uint8_t>(FirstUnschedLevel(config) - 1)),
       peers_(config.max_peers,
              [this](const Address& a) {
-               return Config::PayloadPerPacketAt(config_.MtuForPath(sink_->PathMtu(a)), ipv6_);
+               const uint32_t path = config_.use_path_mtu ? sink_->PathMtu(a) : 0;
+               return Config::PayloadPerPacketAt(config_.MtuForPath(path), ipv6_);
              }),
       grants_(config_, static_cast<uint8_t>(FirstUnschedLevel(config) - 1),
               config.PayloadPerPacket(ipv6)),
@@ -674,8 +675,12 @@ void Engine::Impl::HandleResend(const Address& from, Rpc* rpc, const wire::Packe
   // packets do not start at multiples of the packet size: it restarts at the receiver's gap,
   // which is where a lost packet started (a receiver holding its maximum of gaps takes only
   // packets that start at one).
+  uint32_t offset = out.bytes.segment_count() > 1
+                        ? start
+                        : start - start % rpc->peer->payload_per_packet;  // as they were sent
+  // Larger packets than Config::mtu were lost: the route may not carry them after all.
+  FallBackToConfigMtu(rpc->peer);
   const uint32_t packet = rpc->peer->payload_per_packet;
-  uint32_t offset = out.bytes.segment_count() > 1 ? start : start - start % packet;
   const uint64_t limit = uint64_t{offset} + config_.max_incoming;
   while (offset < sent_end && offset < limit) {
     const uint32_t len =
@@ -684,6 +689,12 @@ void Engine::Impl::HandleResend(const Address& from, Rpc* rpc, const wire::Packe
     ++stats_.retransmitted_packets;
     offset += len;
   }
+}
+
+void Engine::Impl::FallBackToConfigMtu(Peer* peer) {
+  if (peer->payload_per_packet <= mtu_payload_per_packet_) return;
+  peer->payload_per_packet = mtu_payload_per_packet_;
+  ++stats_.path_mtu_fallbacks;
 }
 
 void Engine::Impl::HandleRpcUnknown(Rpc* rpc) {
@@ -711,7 +722,8 @@ void Engine::Impl::HandleRpcUnknown(Rpc* rpc) {
     return;
   }
   // The server has no state for our RPC (every request packet it had was lost): send the
-  // request again from the start.
+  // request again from the start, in packets of Config::mtu if they were larger.
+  FallBackToConfigMtu(rpc->peer);
   ++rpc->restarts;
   ++stats_.restarts;
   grants_.Remove(rpc);

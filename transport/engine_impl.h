@@ -104,6 +104,11 @@ class Engine::Impl {
   }
   // Ends an RPC: takes it out of every table and schedules its memory for Reap().
   void EndRpc(Rpc* rpc);
+  // After a loss of packets larger than Config::mtu allows (a RESEND, a restart), sends `peer`
+  // Config::mtu-sized packets from then on: a route's MTU (Config::use_path_mtu) is this
+  // host's, and a smaller hop further on, or ICMP filtered on the way, can drop every larger
+  // packet. Once per peer; it never grows back.
+  void FallBackToConfigMtu(Peer* peer);
   // Ends a server RPC that nobody will complete (client gone, refused, silent), counting it.
   void AbandonServerRpc(Rpc* rpc) {
     ++stats_.server_rpcs_abandoned;

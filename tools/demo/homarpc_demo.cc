@@ -36,7 +36,7 @@ ABSL_FLAG(std::string, sizes, "64,1K,16K,64K,1M,16M", "message sizes (suffixes K
 ABSL_FLAG(int, count, 200, "round trips per size (fewer for sizes over 1 MiB)");
 ABSL_FLAG(int, spin_us, 50, "spin this long before sleeping (0 = block at once)");
 ABSL_FLAG(std::string, io_backend, "auto", "auto, uring or epoll");
-ABSL_FLAG(int, mtu, 1500, "link MTU the transport packetizes for");
+ABSL_FLAG(int, mtu, 0, "MTU the transport packetizes for; 0 = each peer's route MTU (max 9000)");
 ABSL_FLAG(int, link_mbps, 0,
           "uplink rate to pace to in Mbit/s; 0 = no pacing (loopback). Match the testbed's "
           "link rate there (tools/testbed.sh --rate)");
@@ -52,7 +52,11 @@ namespace {
 EndpointOptions OptionsFromFlags() {
   EndpointOptions o;
   o.config.poll_usecs = static_cast<uint32_t>(absl::GetFlag(FLAGS_spin_us));
-  o.config.mtu = static_cast<uint32_t>(absl::GetFlag(FLAGS_mtu));
+  if (absl::GetFlag(FLAGS_mtu) < 0) Die("--mtu must be 0 (the route's) or positive");
+  if (absl::GetFlag(FLAGS_mtu) > 0) {  // else each peer's route MTU (Config::use_path_mtu)
+    o.config.mtu = static_cast<uint32_t>(absl::GetFlag(FLAGS_mtu));
+    o.config.use_path_mtu = false;
+  }
   // Loopback has no NIC to protect from queueing (the default 0 sends as fast as granted);
   // on a shaped testbed link, pace to its rate.
   const int link_mbps = absl::GetFlag(FLAGS_link_mbps);
@@ -116,8 +120,10 @@ int RunClient(const Address& server) {
   options.io.bind_address = Address::Parse(server.is_v6() ? "[::]:0" : "0.0.0.0:0").value();
   auto ep = Endpoint::Create(options);
   if (!ep.ok()) Die(absl::StrCat("client: ", ep.status().ToString()));
-  std::printf("Homa/UDP echo to %s, backend %s, MTU %d, spin %d us\n\n",
-              server.ToString().c_str(), IoKindName((*ep)->io_kind()), absl::GetFlag(FLAGS_mtu),
+  const std::string mtu = absl::GetFlag(FLAGS_mtu) > 0 ? absl::StrCat(absl::GetFlag(FLAGS_mtu))
+                                                       : std::string("the route's (max 9000)");
+  std::printf("Homa/UDP echo to %s, backend %s, MTU %s, spin %d us\n\n",
+              server.ToString().c_str(), IoKindName((*ep)->io_kind()), mtu.c_str(),
               absl::GetFlag(FLAGS_spin_us));
   std::printf("| size | round trips | p50 us | p99 us | goodput Gbit/s |\n");
   std::printf("|---:|---:|---:|---:|---:|\n");
