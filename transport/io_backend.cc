@@ -52,6 +52,8 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <memory>
+#include <utility>
 #include <cstdlib>
 #include <cstring>
 
@@ -115,7 +117,35 @@ absl::StatusOr<std::unique_ptr<IoBackend>> CreateIoBackend(const IoOptions& opti
   return backend;
 }
 
-uint32_t IoBackend::PathMtu(const Address& dest) { return RouteMtu(dest); }
+RouteMtuCache::RouteMtuCache(const Clock* clock, Lookup lookup, Options options)
+    : clock_(clock), lookup_(std::move(lookup)), options_(options) {}
+
+uint32_t RouteMtuCache::Get(const Address& dest) {
+  Address host = dest;
+  host.set_port(0);
+  const int64_t now = clock_->NowNanos();
+  auto it = entries_.find(host);
+  if (it != entries_.end() && it->second.expires_nanos > now) return it->second.mtu;
+  if (window_start_nanos_ == INT64_MIN || now - window_start_nanos_ >= kNanosPerSecond) {
+    window_start_nanos_ = now;
+    window_lookups_ = 0;
+  }
+  if (window_lookups_ >= options_.max_lookups_per_second) return 0;  // unknown, not cached
+  ++window_lookups_;
+  ++lookups_;
+  const uint32_t mtu = lookup_(dest);
+  if (it == entries_.end() && entries_.size() >= options_.max_entries) entries_.clear();
+  entries_.insert_or_assign(host, Entry{mtu, now + options_.ttl_nanos});
+  return mtu;
+}
+
+uint32_t IoBackend::PathMtu(const Address& dest) {
+  if (route_mtus_ == nullptr) {
+    route_mtus_ = std::make_unique<RouteMtuCache>(MonotonicClock::Get(), RouteMtu,
+                                                  RouteMtuCache::Options());
+  }
+  return route_mtus_->Get(dest);
+}
 
 uint32_t RouteMtu(const Address& dest) {
   if (!dest.is_set()) return 0;

@@ -14,15 +14,18 @@
 #define HOMARPC_TRANSPORT_IO_BACKEND_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "transport/address.h"
+#include "transport/clock.h"
 #include "transport/packet_sink.h"
 
 namespace homarpc::transport {
@@ -63,6 +66,37 @@ struct IoStats {
   uint64_t direct_send_wakes = 0;   // direct sends that woke their loop anyway (Endpoint only)
 };
 
+// Remembers route MTUs per IP address (any port: a server meets many client ports of one
+// host), so the kernel is asked (RouteMtu, three system calls) once per host per `ttl`, not
+// once per peer; and asks at most `max_lookups_per_second` times a second: beyond that (a flood
+// of new source addresses, real or forged) the answer is 0, "unknown", and the engine uses
+// Config::mtu. Bounded: at `max_entries` the cache starts afresh. Not thread-safe.
+class RouteMtuCache {
+ public:
+  using Lookup = std::function<uint32_t(const Address&)>;
+  struct Options {
+    int64_t ttl_nanos = int64_t{60} * 1000 * 1000 * 1000;  // routes change; ask again after
+    uint32_t max_lookups_per_second = 100;
+    size_t max_entries = 4096;
+  };
+  RouteMtuCache(const Clock* clock, Lookup lookup, Options options);
+  uint32_t Get(const Address& dest);
+  uint64_t lookups() const { return lookups_; }
+
+ private:
+  struct Entry {
+    uint32_t mtu;
+    int64_t expires_nanos;
+  };
+  const Clock* clock_;
+  Lookup lookup_;
+  Options options_;
+  absl::flat_hash_map<Address, Entry> entries_;
+  int64_t window_start_nanos_ = INT64_MIN;
+  uint32_t window_lookups_ = 0;
+  uint64_t lookups_ = 0;
+};
+
 class IoBackend : public PacketSink {
  public:
   ~IoBackend() override = default;
@@ -96,10 +130,14 @@ class IoBackend : public PacketSink {
   // error); counted in IoStats either way.
   virtual bool SendDirect(const OutPacket& packet) = 0;
 
-  // PacketSink: the MTU of the kernel's route to `dest` (RouteMtu).
+  // PacketSink: the MTU of the kernel's route to `dest` (RouteMtu, through a RouteMtuCache).
+  // Engine thread only, like Send.
   uint32_t PathMtu(const Address& dest) override;
 
   virtual IoStats stats() const = 0;
+
+ private:
+  std::unique_ptr<RouteMtuCache> route_mtus_;  // created on first use
 };
 
 // The MTU of the kernel's route to `dest` (IP_MTU / IPV6_MTU of a UDP socket connected to it;
