@@ -52,10 +52,10 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <memory>
-#include <utility>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "transport/clock.h"
