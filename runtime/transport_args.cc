@@ -30,10 +30,7 @@ absl::Status ApplyTransportArgs(const ChannelArguments& args, UdpTransportOption
     return absl::InvalidArgumentError(
         absl::StrCat(kArgMtu, " must be 0 (the route's MTU) or positive"));
   }
-  if (mtu > 0) {
-    config.mtu = static_cast<uint32_t>(mtu);
-    config.use_path_mtu = false;
-  }
+  config.SetMtuOrRoute(static_cast<uint32_t>(mtu));
 
   const int link_mbps = args.GetInt(kArgLinkMbps, static_cast<int>(config.link_mbps));
   if (link_mbps < 0) {

@@ -122,6 +122,13 @@ struct Config {
     return max_incoming_message_length != 0 ? max_incoming_message_length : max_message_length;
   }
 
+  // What a user's MTU setting means: 0 = each peer's route MTU (use_path_mtu), anything else
+  // that MTU for every peer. (Validate() checks the range.)
+  void SetMtuOrRoute(uint32_t mtu_or_zero) {
+    use_path_mtu = mtu_or_zero == 0;
+    if (mtu_or_zero != 0) mtu = mtu_or_zero;
+  }
+
   // Payload bytes in one DATA packet for `mtu` and this address family.
   uint32_t PayloadPerPacket(bool ipv6) const { return PayloadPerPacketAt(mtu, ipv6); }
   // The same for another MTU (at least 576).

@@ -33,6 +33,7 @@ using testing::Captured;
 using testing::Host;
 using testing::Net;
 using testing::Piece;
+using testing::Unpaced;
 using wire::PacketType;
 
 // What the release callback of a built message saw.
@@ -119,12 +120,6 @@ class DataCheck {
   int packets_ = 0;
   std::vector<std::pair<uint32_t, uint32_t>> first_;
 };
-
-Config Unpaced() {
-  Config c;
-  c.link_mbps = 0;
-  return c;
-}
 
 struct EngineGatherTest : public ::testing::Test {
   EngineGatherTest() : net(Unpaced()) {

@@ -172,6 +172,14 @@ class Net {
   std::vector<std::unique_ptr<Host>> hosts_;
 };
 
+// The default config with pacing off (link_mbps = 0), so packets flow without the clock
+// moving; engine_test's Engine_PacerHoldsBackLongMessage covers the pacer.
+inline Config Unpaced() {
+  Config c;
+  c.link_mbps = 0;
+  return c;
+}
+
 inline Buffer Bytes(size_t n, uint8_t seed = 1) {
   Buffer b(n);
   for (size_t i = 0; i < n; ++i) b.data()[i] = static_cast<uint8_t>(seed + i * 7 + (i >> 8));

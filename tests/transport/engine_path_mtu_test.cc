@@ -25,16 +25,11 @@ using testing::Captured;
 using testing::Host;
 using testing::Net;
 using testing::Str;
+using testing::Unpaced;
 using wire::PacketType;
 
 constexpr uint32_t kPayload1500 = 1500 - 28 - 56;  // IPv4/UDP headers, Homa DATA header
 constexpr uint32_t kPayload9000 = 9000 - 28 - 56;
-
-Config Unpaced() {
-  Config c;
-  c.link_mbps = 0;
-  return c;
-}
 
 // The payload lengths of the DATA packets in `host`'s outbox, in order.
 std::vector<uint32_t> DataLengths(const Host* host) {
@@ -177,6 +172,8 @@ TEST_F(PathMtuTest, DirectSendsStayWithinConfigMtu) {
   // A direct send is built on another thread that does not know the peer: one packet of
   // Config::mtu at most, even toward a jumbo route.
   client->path_mtus[jumbo->address()] = 9000;
+  ASSERT_TRUE(client->engine().SendRequest(jumbo->address(), Bytes(100), 0).ok());  // peer known
+  EXPECT_EQ(client->path_mtu_queries, 1);
   EXPECT_EQ(client->engine().direct_max_bytes(), kPayload1500);
 }
 
@@ -207,6 +204,17 @@ TEST(PathMtuConfig, MtuForPathClampsAndFallsBack) {
   EXPECT_EQ(c.MtuForPath(9000), 4000u);
   c.use_path_mtu = false;
   EXPECT_EQ(c.MtuForPath(9000), c.mtu);
+}
+
+TEST(PathMtuConfig, SetMtuOrRouteZeroMeansTheRoute) {
+  Config c;
+  c.SetMtuOrRoute(9000);
+  EXPECT_EQ(c.mtu, 9000u);
+  EXPECT_FALSE(c.use_path_mtu);
+  EXPECT_EQ(c.MtuForPath(1500), 9000u);  // the setting, whatever the route says
+  c.SetMtuOrRoute(0);
+  EXPECT_TRUE(c.use_path_mtu);
+  EXPECT_EQ(c.mtu, 9000u);  // still the fallback where a route is unknown
 }
 
 TEST(PathMtuConfig, ValidateChecksTheCapAndMaxIncoming) {

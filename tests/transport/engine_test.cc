@@ -15,17 +15,11 @@ using testing::Captured;
 using testing::Host;
 using testing::Net;
 using testing::Str;
+using testing::Unpaced;  // most tests; Engine_PacerHoldsBackLongMessage covers the pacer
 using wire::PacketType;
 
 constexpr uint32_t kPayload = 1416;  // MTU 1500, IPv4/UDP
 
-// Pacing is off in most tests (link_mbps = 0) so packets flow without the clock moving;
-// Engine_PacerHoldsBackLongMessage covers the pacer.
-Config Unpaced() {
-  Config c;
-  c.link_mbps = 0;
-  return c;
-}
 
 struct EngineTest : public ::testing::Test {
   explicit EngineTest(Config c = Unpaced()) : net(c) {

@@ -639,13 +639,21 @@ TEST(RouteMtuTest, LoopbackRouteHasLoopbacksMtu) {
   }
 }
 
-// RouteMtuCache on a manual clock with a counting lookup that answers 1000 + the last octet.
+// RouteMtuCache on a manual clock with a counting lookup that answers 1000 + the address's
+// last byte.
 struct RouteMtuCacheTest : ::testing::Test {
   RouteMtuCache Make(RouteMtuCache::Options o = RouteMtuCache::Options()) {
-    return RouteMtuCache(&clock, [this](const Address& a) {
-      ++asked;
-      return 1000u + static_cast<uint32_t>(a.ToString()[a.ToString().find(':') - 1] - '0');
-    }, o);
+    return RouteMtuCache(
+        &clock,
+        [this](const Address& a) {
+          ++asked;
+          return 1000u + (ntohl(reinterpret_cast<const sockaddr_in*>(a.sockaddr_ptr())
+                                    ->sin_addr.s_addr) & 0xff);
+        },
+        o);
+  }
+  static uint32_t Get(RouteMtuCache& cache, const char* address) {
+    return cache.Get(Address::Parse(address).value());
   }
   ManualClock clock;
   int asked = 0;
@@ -653,9 +661,9 @@ struct RouteMtuCacheTest : ::testing::Test {
 
 TEST_F(RouteMtuCacheTest, OneLookupPerHostWhateverThePort) {
   RouteMtuCache cache = Make();
-  EXPECT_EQ(cache.Get(Address::Parse("10.0.0.1:1000").value()), 1001u);
-  EXPECT_EQ(cache.Get(Address::Parse("10.0.0.1:2000").value()), 1001u);
-  EXPECT_EQ(cache.Get(Address::Parse("10.0.0.2:1000").value()), 1002u);
+  EXPECT_EQ(Get(cache, "10.0.0.1:1000"), 1001u);
+  EXPECT_EQ(Get(cache, "10.0.0.1:2000"), 1001u);
+  EXPECT_EQ(Get(cache, "10.0.0.2:1000"), 1002u);
   EXPECT_EQ(asked, 2);
 }
 
@@ -663,12 +671,12 @@ TEST_F(RouteMtuCacheTest, EntriesExpireAfterTheTtl) {
   RouteMtuCache::Options o;
   o.ttl_nanos = 1000;
   RouteMtuCache cache = Make(o);
-  cache.Get(Address::Parse("10.0.0.1:1").value());
+  Get(cache, "10.0.0.1:1");
   clock.Advance(999);
-  cache.Get(Address::Parse("10.0.0.1:1").value());
+  Get(cache, "10.0.0.1:1");
   EXPECT_EQ(asked, 1);
   clock.Advance(1);
-  cache.Get(Address::Parse("10.0.0.1:1").value());
+  Get(cache, "10.0.0.1:1");
   EXPECT_EQ(asked, 2);  // the route may have changed: asked again
 }
 
@@ -677,15 +685,15 @@ TEST_F(RouteMtuCacheTest, LookupsAreRateLimitedAndUnknownBeyond) {
   o.max_lookups_per_second = 3;
   RouteMtuCache cache = Make(o);
   for (int i = 1; i <= 3; ++i) {
-    EXPECT_NE(cache.Get(Address::Parse(absl::StrCat("10.0.0.", i, ":1")).value()), 0u);
+    EXPECT_NE(Get(cache, absl::StrCat("10.0.0.", i, ":1").c_str()), 0u);
   }
   // A fourth new host within the second: unknown (the engine falls back to Config::mtu), and
   // not remembered as unknown.
-  EXPECT_EQ(cache.Get(Address::Parse("10.0.0.4:1").value()), 0u);
-  EXPECT_EQ(cache.Get(Address::Parse("10.0.0.1:9").value()), 1001u);  // cached hosts still fine
+  EXPECT_EQ(Get(cache, "10.0.0.4:1"), 0u);
+  EXPECT_EQ(Get(cache, "10.0.0.1:9"), 1001u);  // cached hosts still fine
   EXPECT_EQ(asked, 3);
   clock.Advance(kNanosPerSecond);
-  EXPECT_EQ(cache.Get(Address::Parse("10.0.0.4:1").value()), 1004u);
+  EXPECT_EQ(Get(cache, "10.0.0.4:1"), 1004u);
   EXPECT_EQ(asked, 4);
 }
 
@@ -693,13 +701,13 @@ TEST_F(RouteMtuCacheTest, IsBoundedByMaxEntries) {
   RouteMtuCache::Options o;
   o.max_entries = 2;
   RouteMtuCache cache = Make(o);
-  cache.Get(Address::Parse("10.0.0.1:1").value());
-  cache.Get(Address::Parse("10.0.0.2:1").value());
-  cache.Get(Address::Parse("10.0.0.3:1").value());  // full: starts afresh, keeps only this one
+  Get(cache, "10.0.0.1:1");
+  Get(cache, "10.0.0.2:1");
+  Get(cache, "10.0.0.3:1");  // full: starts afresh, keeps only this one
   EXPECT_EQ(asked, 3);
-  cache.Get(Address::Parse("10.0.0.3:1").value());
+  Get(cache, "10.0.0.3:1");
   EXPECT_EQ(asked, 3);
-  cache.Get(Address::Parse("10.0.0.1:1").value());
+  Get(cache, "10.0.0.1:1");
   EXPECT_EQ(asked, 4);
 }
 

@@ -26,10 +26,7 @@ using transport::MonotonicClock;
 absl::StatusOr<EndpointOptions> OptionsFor(const Point& point, bool server) {
   EndpointOptions o;
   o.config.poll_usecs = static_cast<uint32_t>(point.settings.spin_us);
-  if (point.settings.mtu > 0) {  // else each peer's route MTU (Config::use_path_mtu)
-    o.config.mtu = static_cast<uint32_t>(point.settings.mtu);
-    o.config.use_path_mtu = false;
-  }
+  o.config.SetMtuOrRoute(static_cast<uint32_t>(point.settings.mtu));
   o.config.link_mbps = static_cast<uint32_t>(point.settings.link_mbps);
   if (point.request_bytes > o.config.max_message_length ||
       point.response_bytes > o.config.max_message_length) {

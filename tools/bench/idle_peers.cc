@@ -79,10 +79,7 @@ constexpr uint64_t kFdSlack = 64;
 absl::StatusOr<EndpointOptions> ServerOptions(const Point& point) {
   EndpointOptions o;
   o.config.poll_usecs = static_cast<uint32_t>(point.settings.spin_us);
-  if (point.settings.mtu > 0) {  // else each peer's route MTU (Config::use_path_mtu)
-    o.config.mtu = static_cast<uint32_t>(point.settings.mtu);
-    o.config.use_path_mtu = false;
-  }
+  o.config.SetMtuOrRoute(static_cast<uint32_t>(point.settings.mtu));
   o.config.link_mbps = 0;  // loopback has no NIC queue to protect
   // main.cc validated the name.
   o.io.kind = transport::ParseIoKind(point.settings.io_backend).value_or(IoKind::kAuto);

@@ -53,10 +53,7 @@ EndpointOptions OptionsFromFlags() {
   EndpointOptions o;
   o.config.poll_usecs = static_cast<uint32_t>(absl::GetFlag(FLAGS_spin_us));
   if (absl::GetFlag(FLAGS_mtu) < 0) Die("--mtu must be 0 (the route's) or positive");
-  if (absl::GetFlag(FLAGS_mtu) > 0) {  // else each peer's route MTU (Config::use_path_mtu)
-    o.config.mtu = static_cast<uint32_t>(absl::GetFlag(FLAGS_mtu));
-    o.config.use_path_mtu = false;
-  }
+  o.config.SetMtuOrRoute(static_cast<uint32_t>(absl::GetFlag(FLAGS_mtu)));
   // Loopback has no NIC to protect from queueing (the default 0 sends as fast as granted);
   // on a shaped testbed link, pace to its rate.
   const int link_mbps = absl::GetFlag(FLAGS_link_mbps);
