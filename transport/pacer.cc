@@ -8,9 +8,11 @@ Pacer::Pacer(const Config& config, bool ipv6)
     : config_(config),
       // IP + UDP headers, plus Ethernet's preamble, header, FCS and inter-frame gap (42 B).
       per_packet_overhead_((ipv6 ? 40 : 20) + 8 + 42),
-      max_backlog_nanos_(int64_t{config.max_nic_est_backlog_usecs} * 1000),
       // link_mbps underestimated by 1% so the queue we cannot see stays short.
-      nanos_per_byte_(config.link_mbps ? 8.0 * 1000.0 / (config.link_mbps * 0.99) : 0.0) {}
+      nanos_per_byte_(config.link_mbps ? 8.0 * 1000.0 / (config.link_mbps * 0.99) : 0.0),
+      max_backlog_nanos_(std::max(
+          int64_t{config.max_nic_est_backlog_usecs} * 1000,
+          static_cast<int64_t>(config.min_nic_est_backlog_bytes * nanos_per_byte_))) {}
 
 void Pacer::Update(Rpc* rpc) {
   const bool want = rpc->out.HasSendable() || rpc->out.NeedsEmptyPacket();

@@ -5,8 +5,9 @@
 // long messages progress under sustained load. The pacer models the NIC queue as
 // `link_idle_nanos`, the time when everything handed to the kernel will have left at
 // link_mbps (underestimated by 1%), and lets a packet go only while that estimated backlog is
-// below max_nic_est_backlog_usecs (reference §3.5). Messages with at most defer_min_bytes left
-// and retransmissions are never held back. link_mbps == 0 disables pacing.
+// below max_nic_est_backlog_usecs (reference §3.5), or min_nic_est_backlog_bytes at link_mbps
+// where that is longer (slow links, where 5 us is less than a packet). Messages with at most
+// defer_min_bytes left and retransmissions are never held back. link_mbps == 0 disables pacing.
 //
 // Owned by the engine; engine thread only.
 #ifndef HOMARPC_TRANSPORT_PACER_H_
@@ -52,8 +53,8 @@ class Pacer {
 
   const Config& config_;
   const uint32_t per_packet_overhead_;  // IP + UDP + Ethernet framing bytes
-  const int64_t max_backlog_nanos_;
   const double nanos_per_byte_;
+  const int64_t max_backlog_nanos_;  // initialized from nanos_per_byte_
   int64_t link_idle_nanos_ = 0;
   uint32_t picks_ = 0;
   absl::btree_set<KeyedRpc> ready_;

@@ -602,6 +602,7 @@ TEST_F(EngineTest, Engine_GrantBeyondLengthIsClamped) {
 TEST(EnginePacer, Engine_PacerHoldsBackLongMessage) {
   Config c;
   c.link_mbps = 1000;  // 1 Gbit/s: a 1416-byte packet takes ~12 us
+  c.min_nic_est_backlog_bytes = 0;  // Homa's time limit alone
   ManualClock clock;
   Host client(c, &clock, Address::Parse("10.0.0.1:40000").value());
   ASSERT_TRUE(client.engine().SendRequest(Address::Parse("10.0.0.2:1").value(), Bytes(40000), 0).ok());
@@ -618,6 +619,45 @@ TEST(EnginePacer, Engine_PacerHoldsBackLongMessage) {
   // A small message is never held back by the pacer.
   ASSERT_TRUE(client.engine().SendRequest(Address::Parse("10.0.0.2:1").value(), Bytes(500), 0).ok());
   EXPECT_EQ(client.outbox.size(), 30u);
+}
+
+// Packets the engine hands over at once for a 200000-byte request, before the clock moves.
+size_t FirstBurstPackets(const Config& c) {
+  ManualClock clock;
+  Host client(c, &clock, Address::Parse("10.0.0.1:40000").value());
+  EXPECT_TRUE(
+      client.engine().SendRequest(Address::Parse("10.0.0.2:1").value(), Bytes(200000), 0).ok());
+  return client.outbox.size();
+}
+
+TEST(EnginePacer, Engine_PacerKeepsAFewPacketsQueuedOnASlowLink) {
+  Config c;
+  c.link_mbps = 1000;
+  c.unsched_bytes = 200000;  // everything is sendable at once: only the pacer holds it back
+  ASSERT_EQ(c.max_nic_est_backlog_usecs, 5u);
+  // At 1 Gbit/s, 5 us is less than one packet: the byte floor decides. A packet goes while the
+  // backlog is at most 12000 bytes' time, so the burst covers 12000 bytes and at most one
+  // packet (1526 bytes on the wire, ~12.3 us) more.
+  c.min_nic_est_backlog_bytes = 12000;
+  const size_t floor_burst = FirstBurstPackets(c);
+  EXPECT_GE(floor_burst * 1526, 12000u);
+  EXPECT_LE(floor_burst, 9u);
+  c.min_nic_est_backlog_bytes = 24000;
+  EXPECT_GT(FirstBurstPackets(c), floor_burst + 5);
+  // At 100 Gbit/s, 5 us is ~62000 bytes: the time limit is the larger and governs.
+  c.link_mbps = 100000;
+  c.min_nic_est_backlog_bytes = 12000;
+  const size_t fast_burst = FirstBurstPackets(c);
+  EXPECT_GE(fast_burst * 1526, 60000u);
+  EXPECT_LE(fast_burst * 1416, 70000u);
+}
+
+TEST(EnginePacer, Engine_PacerBacklogFloorIsBounded) {
+  Config c;
+  c.min_nic_est_backlog_bytes = 16u << 20;
+  EXPECT_TRUE(c.Validate().ok());
+  c.min_nic_est_backlog_bytes = (16u << 20) + 1;
+  EXPECT_FALSE(c.Validate().ok());
 }
 
 // A clock that moves forward a little at every reading, as a real one does.
