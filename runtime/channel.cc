@@ -77,7 +77,7 @@ absl::Status BuildTransportOptions(const ChannelArguments& args, const transport
   if (absl::Status s = internal::ApplyTransportArgs(args, options); !s.ok()) return s;
 
   // One tick per millisecond. The default silence before UNAVAILABLE is 100 ms, longer on a
-  // slow link (Config::FitTimersToLink, applied with the link rate above).
+  // slow link (Config::FitToLink, applied with the link rate above).
   config.tick_usecs = 1000;
   const int timeout_ms = args.GetInt(
       kArgUnavailableTimeoutMs, static_cast<int>(std::max<uint32_t>(100, config.timeout_ticks)));

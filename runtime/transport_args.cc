@@ -37,7 +37,7 @@ absl::Status ApplyTransportArgs(const ChannelArguments& args, UdpTransportOption
     return absl::InvalidArgumentError(absl::StrCat(kArgLinkMbps, " must not be negative"));
   }
   config.link_mbps = static_cast<uint32_t>(link_mbps);
-  config.FitTimersToLink();  // slow links: later RESENDs, a longer silence before giving up
+  config.FitToLink();  // slow links: later RESENDs, fewer bytes in flight
 
   const int direct = args.GetInt(kArgDirectSend, config.direct_send ? 1 : 0);
   if (direct != 0 && direct != 1) {

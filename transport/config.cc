@@ -58,15 +58,25 @@ uint32_t Config::MtuForPath(uint32_t path_mtu) const {
   return std::clamp(path_mtu, 576u, max_path_mtu);
 }
 
-void Config::FitTimersToLink() {
+void Config::FitToLink() {
   if (link_mbps == 0 || tick_usecs == 0) return;
   // Bits / (Mbit/s) = microseconds.
   const uint64_t drain_usecs = kSlowLinkQueueBytes * 8 / link_mbps;
   const uint64_t ticks = (drain_usecs + tick_usecs - 1) / tick_usecs;
-  if (ticks <= resend_ticks) return;
-  resend_ticks = static_cast<uint32_t>(std::min<uint64_t>(ticks, 1u << 20));
-  resend_interval = std::max(resend_interval, resend_ticks);
-  timeout_ticks = std::max(timeout_ticks, 10 * resend_ticks);
+  if (ticks > resend_ticks) {
+    resend_ticks = static_cast<uint32_t>(std::min<uint64_t>(ticks, 1u << 20));
+    resend_interval = std::max(resend_interval, resend_ticks);
+    timeout_ticks = std::max(timeout_ticks, 10 * resend_ticks);
+  }
+  // (Mbit/s) * microseconds / 8 = bytes.
+  const uint64_t window = uint64_t{link_mbps} * kLinkWindowUsecs / 8;
+  // Four packets of Config::mtu, and never less than the largest packet a peer may send
+  // (Validate()'s rule).
+  const uint64_t incoming = std::max<uint64_t>(
+      {window, 4 * uint64_t{mtu}, use_path_mtu ? uint64_t{max_path_mtu} : 0});
+  max_incoming = static_cast<uint32_t>(std::min<uint64_t>(max_incoming, incoming));
+  const uint64_t unscheduled = std::max<uint64_t>(window, PayloadPerPacketAt(mtu, false));
+  unsched_bytes = static_cast<uint32_t>(std::min<uint64_t>(unsched_bytes, unscheduled));
 }
 
 }  // namespace homarpc::transport

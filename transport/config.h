@@ -111,17 +111,28 @@ struct Config {
   // Returns INVALID_ARGUMENT naming the first bad field.
   absl::Status Validate() const;
 
-  // Stretches the loss-recovery timers for a slow link (link_mbps below ~200 Mbit/s; no
-  // change at 0 or faster links). The defaults assume a datacenter: a RESEND after 5 ms of
-  // silence, abort after 100 ms. On a slow link a switch port's queue holds far more time
-  // (kSlowLinkQueueBytes drains in 105 ms at 10 Mbit/s), so a response can be on its way
-  // for longer than that: RESENDs sent every 5 ms meanwhile are pure extra load on the
-  // saturated link, and the 100 ms abort fails calls that would have completed (measured on
-  // the testbed at 10 Mbit/s: 99% of calls failed UNAVAILABLE). So resend_ticks and
-  // resend_interval become at least the queue's drain time, and timeout_ticks at least ten
-  // times that. Needs tick_usecs > 0.
-  void FitTimersToLink();
+  // Fits the defaults, which assume a 25 Gbit/s datacenter link, to a slower link_mbps (no
+  // change at 0). Timers only grow and byte limits only shrink: a setting already past what
+  // the link needs stays. Call after setting link_mbps. Needs tick_usecs > 0.
+  //
+  // Timers (link_mbps below ~200 Mbit/s): a RESEND after 5 ms of silence and abort after
+  // 100 ms are too early where a switch port's queue holds far more time (kSlowLinkQueueBytes
+  // drains in 105 ms at 10 Mbit/s): RESENDs sent meanwhile are pure extra load on the
+  // saturated link, and the abort fails calls that would have completed (measured on the
+  // testbed at 10 Mbit/s: 99% of calls failed UNAVAILABLE). So resend_ticks and
+  // resend_interval become at least the queue's drain time, timeout_ticks ten times that.
+  //
+  // Bytes in flight (link_mbps below 3.2 Gbit/s): max_incoming (400 KB) and unsched_bytes
+  // (40 KB) are ~130 us and ~13 us of a 25 Gbit/s link, but 3.2 ms and 0.3 ms at 1 Gbit/s and
+  // 21 ms and 2 ms at 150 Mbit/s, so the bytes a receiver let in overflowed its switch port's
+  // queue: measured on the testbed at 150 Mbit/s (W3, 50% load), 18659 drops in 15 s, some of
+  // them short messages in the top queue, and at 1 Gbit/s (W4, 80% load) 45580. Both become at
+  // most kLinkWindowUsecs of the link (still well above the bandwidth-delay product of a
+  // software round trip of a few hundred microseconds), with at least one packet unscheduled
+  // and four incoming (and one of max_path_mtu): drops 5 and 1508 in the same runs.
+  void FitToLink();
   static constexpr uint64_t kSlowLinkQueueBytes = 128 * 1024;
+  static constexpr uint64_t kLinkWindowUsecs = 1000;
 
   // The limit on incoming messages: max_incoming_message_length, or max_message_length.
   uint32_t IncomingLimit() const {

@@ -1,16 +1,17 @@
-// Tests for Config::FitTimersToLink (transport/config.h): loss-recovery timers on slow links.
+// Tests for Config::FitToLink (transport/config.h): loss-recovery timers and bytes in flight
+// on slow links.
 #include "gtest/gtest.h"
 #include "transport/config.h"
 
 namespace homarpc::transport {
 namespace {
 
-TEST(FitTimersToLinkTest, LeavesFastLinksAndUnpacedAlone) {
+TEST(FitToLinkTest, LeavesTimersAloneOnFastLinksAndUnpaced) {
   for (uint32_t mbps : {0u, 1000u, 25000u}) {
     Config config;
     config.link_mbps = mbps;
     const Config before = config;
-    config.FitTimersToLink();
+    config.FitToLink();
     EXPECT_EQ(config.resend_ticks, before.resend_ticks) << mbps;
     EXPECT_EQ(config.resend_interval, before.resend_interval) << mbps;
     EXPECT_EQ(config.timeout_ticks, before.timeout_ticks) << mbps;
@@ -18,10 +19,10 @@ TEST(FitTimersToLinkTest, LeavesFastLinksAndUnpacedAlone) {
   }
 }
 
-TEST(FitTimersToLinkTest, WaitsForTheQueueToDrainOnASlowLink) {
+TEST(FitToLinkTest, WaitsForTheQueueToDrainOnASlowLink) {
   Config config;  // 1 ms ticks
   config.link_mbps = 10;
-  config.FitTimersToLink();
+  config.FitToLink();
   // 128 KiB at 10 Mbit/s drains in 104.9 ms: RESEND after 105 ticks, abort after ten of them.
   EXPECT_EQ(config.resend_ticks, 105u);
   EXPECT_EQ(config.resend_interval, 105u);
@@ -29,24 +30,77 @@ TEST(FitTimersToLinkTest, WaitsForTheQueueToDrainOnASlowLink) {
   EXPECT_TRUE(config.Validate().ok());
 }
 
-TEST(FitTimersToLinkTest, ScalesWithTheRate) {
+TEST(FitToLinkTest, ScalesWithTheRate) {
   Config config;
   config.link_mbps = 100;  // 10.5 ms of queue
-  config.FitTimersToLink();
+  config.FitToLink();
   EXPECT_EQ(config.resend_ticks, 11u);
   EXPECT_EQ(config.timeout_ticks, 110u);
 }
 
-TEST(FitTimersToLinkTest, NeverShortensLongerSettings) {
+TEST(FitToLinkTest, NeverShortensLongerSettings) {
   Config config;
   config.link_mbps = 10;
   config.resend_ticks = 500;
   config.resend_interval = 500;
   config.timeout_ticks = 20000;
-  config.FitTimersToLink();
+  config.FitToLink();
   EXPECT_EQ(config.resend_ticks, 500u);
   EXPECT_EQ(config.resend_interval, 500u);
   EXPECT_EQ(config.timeout_ticks, 20000u);
+}
+
+TEST(FitToLinkTest, LeavesBytesInFlightAloneOnFastLinksAndUnpaced) {
+  for (uint32_t mbps : {0u, 3200u, 25000u}) {
+    Config config;
+    config.link_mbps = mbps;
+    const Config before = config;
+    config.FitToLink();
+    EXPECT_EQ(config.max_incoming, before.max_incoming) << mbps;
+    EXPECT_EQ(config.unsched_bytes, before.unsched_bytes) << mbps;
+  }
+}
+
+TEST(FitToLinkTest, LetsInAMillisecondOfASlowLink) {
+  Config config;
+  config.link_mbps = 1000;  // 125000 bytes a millisecond
+  config.FitToLink();
+  EXPECT_EQ(config.max_incoming, 125000u);
+  EXPECT_EQ(config.unsched_bytes, 40000u);  // already less than a millisecond
+  EXPECT_TRUE(config.Validate().ok());
+
+  config = Config();
+  config.link_mbps = 150;
+  config.FitToLink();
+  EXPECT_EQ(config.max_incoming, 18750u);
+  EXPECT_EQ(config.unsched_bytes, 18750u);
+  EXPECT_TRUE(config.Validate().ok());
+}
+
+TEST(FitToLinkTest, KeepsAPacketUnscheduledAndFourIncoming) {
+  Config config;
+  config.link_mbps = 10;  // 1250 bytes a millisecond: less than a packet
+  config.FitToLink();
+  EXPECT_EQ(config.unsched_bytes, config.PayloadPerPacket(false));
+  EXPECT_EQ(config.max_incoming, config.max_path_mtu);  // a jumbo packet may arrive: 9000
+  EXPECT_TRUE(config.Validate().ok());
+
+  config = Config();
+  config.link_mbps = 10;
+  config.use_path_mtu = false;
+  config.FitToLink();
+  EXPECT_EQ(config.max_incoming, 4 * config.mtu);  // 6000
+  EXPECT_TRUE(config.Validate().ok());
+}
+
+TEST(FitToLinkTest, NeverRaisesSmallerByteLimits) {
+  Config config;
+  config.link_mbps = 1000;
+  config.max_incoming = 20000;
+  config.unsched_bytes = 5000;
+  config.FitToLink();
+  EXPECT_EQ(config.max_incoming, 20000u);
+  EXPECT_EQ(config.unsched_bytes, 5000u);
 }
 
 }  // namespace
