@@ -59,8 +59,9 @@ inline constexpr char kArgMtu[] = "homarpc.mtu";
 // Uplink rate in Mbit/s the sender paces its data to (default 25000, a 25 Gbit/s NIC);
 // 0 = no pacing (loopback, or a NIC that paces itself). On a slow link (below ~200 Mbit/s)
 // it also stretches the loss-recovery timers (transport::Config::FitToLink): RESENDs wait for
-// a switch queue's drain time, and the default UNAVAILABLE timeout grows with it; below
-// ~3 Gbit/s the bytes a receiver lets in (max_incoming, unsched_bytes) shrink to 1 ms of it.
+// a switch queue's drain time, and the default UNAVAILABLE timeout grows with it; the bytes
+// this end lets in at once (max_incoming, below 3.2 Gbit/s) and sends before a grant
+// (unsched_bytes, below 320 Mbit/s) shrink to 1 ms of the link.
 inline constexpr char kArgLinkMbps[] = "homarpc.link_mbps";
 // "auto" (default), "uring" or "epoll".
 inline constexpr char kArgIoBackend[] = "homarpc.io_backend";

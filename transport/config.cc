@@ -75,8 +75,11 @@ void Config::FitToLink() {
   const uint64_t incoming = std::max<uint64_t>(
       {window, 4 * uint64_t{mtu}, use_path_mtu ? uint64_t{max_path_mtu} : 0});
   max_incoming = static_cast<uint32_t>(std::min<uint64_t>(max_incoming, incoming));
-  const uint64_t unscheduled = std::max<uint64_t>(window, PayloadPerPacketAt(mtu, false));
+  // One packet's payload (IPv6's, the smaller: never two packets unscheduled).
+  const uint64_t unscheduled = std::max<uint64_t>(window, PayloadPerPacketAt(mtu, true));
   unsched_bytes = static_cast<uint32_t>(std::min<uint64_t>(unsched_bytes, unscheduled));
+  fifo_grant_increment = std::min(fifo_grant_increment,
+                                  std::max(max_incoming / 2, PayloadPerPacketAt(mtu, true)));
 }
 
 }  // namespace homarpc::transport

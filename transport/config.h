@@ -6,6 +6,7 @@
 #ifndef HOMARPC_TRANSPORT_CONFIG_H_
 #define HOMARPC_TRANSPORT_CONFIG_H_
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 
@@ -63,12 +64,15 @@ struct Config {
   // Uplink speed the pacer assumes. 0 disables pacing (all data goes out as soon as granted).
   uint32_t link_mbps = 25000;
   uint32_t max_nic_est_backlog_usecs = 5;  // estimated NIC queue allowed before throttling
-  // ...but never less than this many bytes of it. On a slow link 5 us is less than one packet
-  // (a 1500-byte frame takes 12 us at 1 Gbit/s), so every packet waited for the one before it
-  // to leave and the link idled whenever the sending thread ran late; a few packets of queue
-  // absorb that (measured on the 1 Gbit/s testbed: bulk goodput 0.70 -> 0.86 Gbit/s). At
-  // 25 Gbit/s and above the time limit is the larger and governs, as in Homa.
+  // ...but never less than the time this many bytes take at link_mbps, up to
+  // kMaxBacklogFloorUsecs. On a slow link 5 us is less than one packet (a 1500-byte frame
+  // takes 12 us at 1 Gbit/s), so every packet waited for the one before it to leave and the
+  // link idled whenever the sending thread ran late; ~100 us of queue absorbs that (measured
+  // on the 1 Gbit/s testbed: bulk goodput 0.70 -> 0.86 Gbit/s). The cap keeps a slower link's
+  // queue from holding milliseconds ahead of short messages on a NIC with one FIFO (12000
+  // bytes are 640 us at 150 Mbit/s). At 25 Gbit/s and above the 5 us governs, as in Homa.
   uint32_t min_nic_est_backlog_bytes = 12000;
+  static constexpr uint64_t kMaxBacklogFloorUsecs = 100;
   uint32_t defer_min_bytes = 1000;         // messages with fewer bytes left bypass the pacer
   uint32_t pacer_fifo_fraction = 50;       // per mille of pacer picks that take the oldest
 
@@ -129,10 +133,21 @@ struct Config {
   // them short messages in the top queue, and at 1 Gbit/s (W4, 80% load) 45580. Both become at
   // most kLinkWindowUsecs of the link (still well above the bandwidth-delay product of a
   // software round trip of a few hundred microseconds), with at least one packet unscheduled
-  // and four incoming (and one of max_path_mtu): drops 5 and 1508 in the same runs.
+  // and four incoming (and one of max_path_mtu): drops 0-5 and 637-1508 in the same runs
+  // (repeated). fifo_grant_increment becomes at most half of max_incoming, so a FIFO grant
+  // stays within it. These limits are per engine: a host with several (server loops,
+  // channels) lets in that many times as much. A peer on a jumbo route still gets whole
+  // packets (up to max_path_mtu) where a grant ends inside one.
   void FitToLink();
   static constexpr uint64_t kSlowLinkQueueBytes = 128 * 1024;
   static constexpr uint64_t kLinkWindowUsecs = 1000;
+
+  // Bytes of retransmission asked for (receiver) or sent (sender) per RESEND round: at least
+  // max_incoming, and at least kSlowLinkQueueBytes, which a slow link drains in one of the
+  // resend intervals FitToLink chose, so that shrinking max_incoming does not slow recovery.
+  uint32_t ResendBudget() const {
+    return std::max(max_incoming, static_cast<uint32_t>(kSlowLinkQueueBytes));
+  }
 
   // The limit on incoming messages: max_incoming_message_length, or max_message_length.
   uint32_t IncomingLimit() const {

@@ -522,7 +522,7 @@ uint32_t Engine::Impl::InitialGranted(const wire::Packet& p) const {
   // Homa takes the first packet's `incoming` as the bytes already granted. A retransmission
   // carries the sender's whole grant, which after we dropped our state (a timeout) can be
   // megabytes beyond this packet: believe at most the unscheduled prefix or this packet's end.
-  // (What lies below it is then a gap, re-requested max_incoming bytes per RESEND round.)
+  // (What lies below it is then a gap, re-requested ResendBudget() bytes per RESEND round.)
   const uint32_t shown = p.data.offset + static_cast<uint32_t>(p.payload.size());
   return std::min({p.data.incoming, p.data.message_length,
                    std::max(config_.unsched_bytes, shown)});
@@ -669,7 +669,7 @@ void Engine::Impl::HandleResend(const Address& from, Rpc* rpc, const wire::Packe
     SendSimple(from, wire::PacketType::kBusy, rpc->id);
     return;
   }
-  // Retransmit whole packets on the original boundaries, at most max_incoming bytes per RESEND
+  // Retransmit whole packets on the original boundaries, at most ResendBudget() bytes per RESEND
   // (an honest receiver never asks for more in one round; a forged RESEND must not turn us into
   // an amplifier). A gathered message may have cut packets short at segment boundaries, so its
   // packets do not start at multiples of the packet size: it restarts at the receiver's gap,
@@ -681,7 +681,7 @@ void Engine::Impl::HandleResend(const Address& from, Rpc* rpc, const wire::Packe
   // Larger packets than Config::mtu were lost: the route may not carry them after all.
   FallBackToConfigMtu(rpc->peer);
   const uint32_t packet = rpc->peer->payload_per_packet;
-  const uint64_t limit = uint64_t{offset} + config_.max_incoming;
+  const uint64_t limit = uint64_t{offset} + config_.ResendBudget();
   while (offset < sent_end && offset < limit) {
     const uint32_t len =
         SendDataPacket(rpc, offset, std::min(packet, out.length - offset),

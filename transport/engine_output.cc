@@ -165,10 +165,10 @@ void Engine::Impl::SendResendsFor(Rpc* rpc) {
     resend(0, wire::kResendAll);
     return;
   }
-  // Ask for at most max_incoming bytes per round, lowest offsets first: a receiver that lost
+  // Ask for at most ResendBudget() bytes per round, lowest offsets first: a receiver that lost
   // much (an overflowing socket buffer) must not trigger a retransmission storm that overflows
   // it again. What is not asked for now is asked for next round.
-  uint64_t budget = config_.max_incoming;
+  uint64_t budget = config_.ResendBudget();
   auto ask = [&](uint32_t start, uint32_t size) {
     if (budget == 0 || size == 0) return;
     const uint32_t n = static_cast<uint32_t>(std::min<uint64_t>(size, budget));

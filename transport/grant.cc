@@ -53,7 +53,7 @@ GrantScheduler::Key GrantScheduler::KeyOf(const Rpc* rpc) {
 
 void GrantScheduler::Account(Rpc* rpc) {
   // Bytes in flight towards us: granted beyond the highest byte received. Gaps below it are not
-  // counted: their bytes come back only when our RESENDs ask (max_incoming per round), and a
+  // counted: their bytes come back only when our RESENDs ask (ResendBudget() per round), and a
   // late retransmission far into a message must not make every other grant wait.
   const InMessage& in = rpc->in;
   int64_t outstanding = static_cast<int64_t>(in.granted()) - static_cast<int64_t>(in.recv_end());

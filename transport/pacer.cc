@@ -12,7 +12,8 @@ Pacer::Pacer(const Config& config, bool ipv6)
       nanos_per_byte_(config.link_mbps ? 8.0 * 1000.0 / (config.link_mbps * 0.99) : 0.0),
       max_backlog_nanos_(std::max(
           int64_t{config.max_nic_est_backlog_usecs} * 1000,
-          static_cast<int64_t>(config.min_nic_est_backlog_bytes * nanos_per_byte_))) {}
+          std::min(static_cast<int64_t>(config.min_nic_est_backlog_bytes * nanos_per_byte_),
+                   static_cast<int64_t>(Config::kMaxBacklogFloorUsecs * 1000)))) {}
 
 void Pacer::Update(Rpc* rpc) {
   const bool want = rpc->out.HasSendable() || rpc->out.NeedsEmptyPacket();

@@ -6,8 +6,9 @@
 // `link_idle_nanos`, the time when everything handed to the kernel will have left at
 // link_mbps (underestimated by 1%), and lets a packet go only while that estimated backlog is
 // below max_nic_est_backlog_usecs (reference §3.5), or min_nic_est_backlog_bytes at link_mbps
-// where that is longer (slow links, where 5 us is less than a packet). Messages with at most
-// defer_min_bytes left and retransmissions are never held back. link_mbps == 0 disables pacing.
+// (at most 100 us) where that is longer (slow links, where 5 us is less than a packet).
+// Messages with at most defer_min_bytes left and retransmissions are never held back.
+// link_mbps == 0 disables pacing.
 //
 // Owned by the engine; engine thread only.
 #ifndef HOMARPC_TRANSPORT_PACER_H_

@@ -41,6 +41,26 @@ TEST(TransportArgs, EveryKeyIsApplied) {
   EXPECT_EQ(options.endpoint.io.kind, transport::IoKind::kEpoll);
 }
 
+TEST(TransportArgs, ALinkRateFitsTheTransportToIt) {
+  ChannelArguments args;
+  args.SetInt(kArgLinkMbps, 150);
+  UdpTransportOptions options;
+  ASSERT_TRUE(ApplyTransportArgs(args, &options).ok());
+  const transport::Config& c = options.endpoint.config;
+  EXPECT_EQ(c.max_incoming, 18750u);  // 1 ms of 150 Mbit/s (transport::Config::FitToLink)
+  EXPECT_EQ(c.unsched_bytes, 18750u);
+  EXPECT_GT(c.resend_ticks, transport::Config().resend_ticks);
+
+  // A fixed jumbo MTU on a slow link: four of its packets incoming, one unscheduled.
+  args.SetInt(kArgMtu, 9000);
+  args.SetInt(kArgLinkMbps, 10);
+  options = UdpTransportOptions();
+  ASSERT_TRUE(ApplyTransportArgs(args, &options).ok());
+  EXPECT_EQ(options.endpoint.config.max_incoming, 36000u);
+  EXPECT_EQ(options.endpoint.config.unsched_bytes,
+            transport::Config::PayloadPerPacketAt(9000, /*ipv6=*/true));
+}
+
 TEST(TransportArgs, BadValuesAreRejectedNamingTheKey) {
   struct Case {
     const char* key;

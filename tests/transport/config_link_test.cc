@@ -74,14 +74,36 @@ TEST(FitToLinkTest, LetsInAMillisecondOfASlowLink) {
   config.FitToLink();
   EXPECT_EQ(config.max_incoming, 18750u);
   EXPECT_EQ(config.unsched_bytes, 18750u);
+  EXPECT_EQ(config.fifo_grant_increment, 18750u / 2);  // a FIFO grant stays within it
   EXPECT_TRUE(config.Validate().ok());
+}
+
+TEST(FitToLinkTest, FifoGrantsShrinkOnlyBelowTheirDefault) {
+  Config config;
+  config.link_mbps = 1000;
+  config.FitToLink();
+  EXPECT_EQ(config.fifo_grant_increment, 50000u);  // half of 125000 is more
+  config = Config();
+  config.link_mbps = 10;
+  config.FitToLink();
+  EXPECT_EQ(config.fifo_grant_increment, config.max_incoming / 2);
+}
+
+TEST(FitToLinkTest, ResendRoundsKeepTheirSizeWhenMaxIncomingShrinks) {
+  Config config;
+  EXPECT_EQ(config.ResendBudget(), config.max_incoming);  // 400000
+  config.link_mbps = 150;
+  config.FitToLink();
+  ASSERT_EQ(config.max_incoming, 18750u);
+  // What the queue drains in one resend interval (FitToLink's timers), not 18750.
+  EXPECT_EQ(config.ResendBudget(), Config::kSlowLinkQueueBytes);
 }
 
 TEST(FitToLinkTest, KeepsAPacketUnscheduledAndFourIncoming) {
   Config config;
   config.link_mbps = 10;  // 1250 bytes a millisecond: less than a packet
   config.FitToLink();
-  EXPECT_EQ(config.unsched_bytes, config.PayloadPerPacket(false));
+  EXPECT_EQ(config.unsched_bytes, config.PayloadPerPacket(/*ipv6=*/true));  // the smaller
   EXPECT_EQ(config.max_incoming, config.max_path_mtu);  // a jumbo packet may arrive: 9000
   EXPECT_TRUE(config.Validate().ok());
 
@@ -101,6 +123,14 @@ TEST(FitToLinkTest, NeverRaisesSmallerByteLimits) {
   config.FitToLink();
   EXPECT_EQ(config.max_incoming, 20000u);
   EXPECT_EQ(config.unsched_bytes, 5000u);
+}
+
+TEST(PacerBacklogFloorTest, IsBounded) {
+  Config c;
+  c.min_nic_est_backlog_bytes = 16u << 20;
+  EXPECT_TRUE(c.Validate().ok());
+  c.min_nic_est_backlog_bytes = (16u << 20) + 1;
+  EXPECT_FALSE(c.Validate().ok());
 }
 
 }  // namespace

@@ -28,6 +28,7 @@ absl::StatusOr<EndpointOptions> OptionsFor(const Point& point, bool server) {
   o.config.poll_usecs = static_cast<uint32_t>(point.settings.spin_us);
   o.config.SetMtuOrRoute(static_cast<uint32_t>(point.settings.mtu));
   o.config.link_mbps = static_cast<uint32_t>(point.settings.link_mbps);
+  o.config.FitToLink();  // as the runtime does with homarpc.link_mbps
   if (point.request_bytes > o.config.max_message_length ||
       point.response_bytes > o.config.max_message_length) {
     o.config.max_message_length = static_cast<uint32_t>(

@@ -59,6 +59,7 @@ EndpointOptions OptionsFromFlags() {
   const int link_mbps = absl::GetFlag(FLAGS_link_mbps);
   if (link_mbps < 0) Die("--link_mbps must not be negative");
   o.config.link_mbps = static_cast<uint32_t>(link_mbps);
+  o.config.FitToLink();  // slow links: later RESENDs, fewer bytes in flight
   const std::string io = absl::GetFlag(FLAGS_io_backend);
   const std::optional<IoKind> kind = transport::ParseIoKind(io);
   if (!kind.has_value()) {
