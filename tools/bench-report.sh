@@ -366,6 +366,7 @@ run_all() {
       done
     else
       rm -f ./*.md ./*.log ./*.info ./*.dat ./*.cdf ./*.png ./*.jsonl machine.txt
+      rm -rf mixed-fifo mixed-256k workload-w3-low  # runs' own data folders
     fi
   )
   if ((partial)) && [[ -f "$data/machine.txt" ]]; then
@@ -660,14 +661,14 @@ Two runs made only to explain the rows above that miss their goal, judged by the
   on the link: the multi-millisecond copies of an 8 MiB message (the server's handler
   serializing it, the client parsing it, the receive path assembling it), and the kernel's
   per-packet work of sending through veth, bridge and shapers, which on this machine runs on
-  the same two cores as every host's loops. (Measured while building this: the server's loop
-  thread used ~85% of a core at 0.86 Gbit/s, the bulk client's loop ~75%, and woken threads
-  waited up to 4 ms for a core, `perf sched latency`.) A real host has its own cores; a fix
-  here would be zero-copy (de)serialization of large messages.
+  the same two cores as every host's loops. (Measured on 2026-12-02, not by this script: in
+  `mixed` the server's loop thread used ~85% of a core at 0.86 Gbit/s, the bulk client's loop
+  ~75%, and woken threads waited up to 4 ms for a core, `perf sched latency`.) A real host
+  has its own cores; a fix here would be zero-copy (de)serialization of large messages.
 - **`workload-w3-low`**: W3 at 10% load, where neither link nor CPU is busy. Slowdown divides
   by a closed-loop unloaded latency, whose threads never sleep; an open-loop call at a low
-  rate finds them asleep and pays a wake-up (~50 us here) at each hop. The p99 slowdown this
-  run measures is the floor the 50% rows stand on.
+  rate finds them asleep and pays a wake-up (~50 us on this machine, measured before) at each
+  hop. The p99 slowdown this run measures is the floor the 50% rows stand on.
 
 | target | homarpc | gRPC | measured | goal | met |
 |---|---|---|---|---|---|
