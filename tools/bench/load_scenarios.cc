@@ -13,7 +13,10 @@
 //   every --loads value (it does not depend on the load). One point per calibration size:
 //   the streams of one client run at the same time, so sizes in one point would queue behind
 //   each other. Each calibration point is short — about kCalibrationCalls calls at the link
-//   rate, never longer than --duration_ms — since its median is all slowdown needs.
+//   rate, at least kCalibrationMinNanos, never longer than --duration_ms — since its median is
+//   all slowdown needs. The floor and the warmup matter for short messages: with 20 ms and 3
+//   warmup calls a point had ~50-270 samples on a noisy 2-core VM, and one (36 B) read a p50
+//   of 404 us between neighbours of 83 and 117 us (2026-12-02), a reference 4x too high.
 // - workload's slowdown reference is homarpc's calibration when homarpc ran (load_scenarios.h
 //   says why); a system whose calibration produced nothing cannot have slowdowns, and its
 //   loaded points are reported as failed.
@@ -54,10 +57,12 @@ constexpr int64_t kNanosPerMilli = 1000 * 1000;
 constexpr uint64_t kSmallBytes = 64;
 // Calibration: about this many calls per size, each point lasting at least / at most this.
 constexpr int64_t kCalibrationCalls = 40;
-constexpr int64_t kCalibrationMinNanos = 20 * kNanosPerMilli;
+constexpr int64_t kCalibrationMinNanos = 500 * kNanosPerMilli;
 constexpr int64_t kCalibrationMaxNanos = 2000 * kNanosPerMilli;
-// Calibration calls measure one idle round trip: a few warmup calls are enough.
-constexpr int kCalibrationWarmup = 3;
+// Calibration calls measure one idle round trip. Warmup: up to kCalibrationWarmup calls (the
+// loops learn that calls come back to back), but no more than ~100 ms of them, and at least 3.
+constexpr int kCalibrationWarmup = 50;
+constexpr int64_t kCalibrationWarmupNanos = 100 * kNanosPerMilli;
 
 struct ScenarioInfo {
   const char* name;
@@ -287,15 +292,26 @@ std::string RunMixed(Runner& runner) {
 
 // ---- workload ----
 
-// How long one calibration point measures `size`: about kCalibrationCalls round trips at the
-// link rate (request and a small response, plus a fixed 200 us), within the bounds above and
-// never longer than a loaded point.
-int64_t CalibrationNanos(uint64_t size, int64_t link_mbps, int64_t duration_ns) {
+// One calibration call's expected time: request and a small response at the link rate, plus
+// a fixed 200 us.
+double CalibrationCallNanos(uint64_t size, int64_t link_mbps) {
   const double wire_ns = static_cast<double>(size + kSmallBytes) * 8 * 1000 /
                          static_cast<double>(std::max<int64_t>(link_mbps, 1));
-  const double call_ns = wire_ns + 200 * 1000;
-  const int64_t want = static_cast<int64_t>(call_ns * kCalibrationCalls);
+  return wire_ns + 200 * 1000;
+}
+
+// How long one calibration point measures `size`: about kCalibrationCalls calls, within the
+// bounds above and never longer than a loaded point.
+int64_t CalibrationNanos(uint64_t size, int64_t link_mbps, int64_t duration_ns) {
+  const int64_t want =
+      static_cast<int64_t>(CalibrationCallNanos(size, link_mbps) * kCalibrationCalls);
   return std::min(std::clamp(want, kCalibrationMinNanos, kCalibrationMaxNanos), duration_ns);
+}
+
+// Warmup calls before a calibration point: as many as fit in kCalibrationWarmupNanos.
+int CalibrationWarmupCalls(uint64_t size, int64_t link_mbps) {
+  const double fit = kCalibrationWarmupNanos / CalibrationCallNanos(size, link_mbps);
+  return static_cast<int>(std::clamp<double>(fit, 3, kCalibrationWarmup));
 }
 
 std::string RunWorkload(Runner& runner) {
@@ -330,7 +346,8 @@ std::string RunWorkload(Runner& runner) {
         LoadPoint point = runner.NewPoint(absl::StrCat(name, " calibration ", FormatSize(size)));
         point.clients = {
             ClientSpec{runner.hosts()[0], {ClosedLoop("calibration", size, kSmallBytes, 1)}}};
-        point.warmup_calls = std::min(options.warmup_calls, kCalibrationWarmup);
+        point.warmup_calls =
+            std::min(options.warmup_calls, CalibrationWarmupCalls(size, link_mbps));
         point.duration_ns = CalibrationNanos(size, link_mbps, point.duration_ns);
         point.max_message_bytes = std::max(size, kSmallBytes);
         std::optional<LoadReport> report = runner.Run(*system, point);
