@@ -38,9 +38,6 @@ absl::Status Config::Validate() const {
   }
   if (grant_fifo_fraction > 500) return bad("grant_fifo_fraction", "must be at most 500");
   if (pacer_fifo_fraction > 500) return bad("pacer_fifo_fraction", "must be at most 500");
-  if (min_nic_est_backlog_bytes > (16u << 20)) {
-    return bad("min_nic_est_backlog_bytes", "must be at most 16 MiB");
-  }
   if (tick_usecs == 0) return bad("tick_usecs", "must be positive");
   if (resend_ticks == 0 || resend_interval == 0) return bad("resend_ticks", "must be positive");
   if (timeout_ticks <= resend_ticks) return bad("timeout_ticks", "must exceed resend_ticks");
@@ -75,11 +72,11 @@ void Config::FitToLink() {
   const uint64_t incoming = std::max<uint64_t>(
       {window, 4 * uint64_t{mtu}, use_path_mtu ? uint64_t{max_path_mtu} : 0});
   max_incoming = static_cast<uint32_t>(std::min<uint64_t>(max_incoming, incoming));
-  // One packet's payload (IPv6's, the smaller: never two packets unscheduled).
-  const uint64_t unscheduled = std::max<uint64_t>(window, PayloadPerPacketAt(mtu, true));
-  unsched_bytes = static_cast<uint32_t>(std::min<uint64_t>(unsched_bytes, unscheduled));
-  fifo_grant_increment = std::min(fifo_grant_increment,
-                                  std::max(max_incoming / 2, PayloadPerPacketAt(mtu, true)));
+  // At least one packet's payload (IPv6's, the smaller: never two packets unscheduled).
+  const uint32_t packet = PayloadPerPacketAt(mtu, /*ipv6=*/true);
+  unsched_bytes =
+      static_cast<uint32_t>(std::min<uint64_t>(unsched_bytes, std::max<uint64_t>(window, packet)));
+  fifo_grant_increment = std::min(fifo_grant_increment, std::max(max_incoming / 2, packet));
 }
 
 }  // namespace homarpc::transport
