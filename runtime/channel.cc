@@ -342,8 +342,9 @@ void ChannelImpl::CancelRpc(uint64_t rpc_id, transport::Address dest, uint64_t c
   EncodeHeader(cancel, absl::Span<uint8_t>(message.data(), message.size()));
   auto send_and_abort = [&](MessageTransport* transport) {
     // The server answers a cancel (it may know the call or not); nobody needs the answer.
-    transport->SendRequest(
-        dest, std::move(message), [](absl::StatusOr<transport::Buffer>) {}, INT64_MAX);
+    // From the socket that carries the call: the server knows calls by client address and id.
+    transport->SendRequestBeside(
+        rpc_id, dest, std::move(message), [](absl::StatusOr<transport::Buffer>) {}, INT64_MAX);
     // Last: on the transport's thread this completes the call inline (see the contract).
     transport->Abort(rpc_id, absl::CancelledError("Cancelled"));
   };

@@ -69,6 +69,13 @@ inline constexpr char kArgIoBackend[] = "homarpc.io_backend";
 // sleeps is sent by the caller itself, without waking the loop (transport::Config::
 // direct_send); 0: every request goes through the loop thread.
 inline constexpr char kArgDirectSend[] = "homarpc.direct_send";
+// Blocking calls driven by their caller's thread (default 4; 0 = none): a channel lends up
+// to this many blocking callers at once a socket of their own, which the caller's thread
+// drives while it waits (sends, polls for the response, runs the timers), so no loop thread
+// is woken or kept spinning for the call. Each socket is made on first need (epoll, whatever
+// kArgIoBackend says) and kept with the channel; blocking calls beyond this many at once,
+// and all callback calls, go through the channel's loop thread.
+inline constexpr char kArgCallerSockets[] = "homarpc.caller_sockets";
 // Milliseconds of silence from the server after which a call fails UNAVAILABLE (default 100,
 // or ten RESEND intervals on a slow link, see kArgLinkMbps; this is how long a call to an
 // address where nothing listens takes to fail).

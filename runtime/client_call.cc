@@ -19,13 +19,22 @@
 // payload is parsed from it in place. The transport callback captures one raw pointer, so std::function stores it
 // without allocating.
 //
-// Waiting. A blocking caller spins for the transport's poll time (a sleeping thread costs
-// ~50 us to wake here, a whole small round trip costs less) with a CPU pause, yielding now and
-// then so that on a machine with few cores the loop threads it waits for get to run; then it
-// sleeps on an absl::Notification. The transport thread only stores the outcome and notifies:
-// envelope decoding and protobuf parsing happen on the caller's thread, so the loop goes back
-// to the network sooner. absl::Notification may be destroyed as soon as it has been notified
-// (its destructor waits for Notify() to leave), which the stack-allocated call relies on.
+// Waiting. A blocking caller drives its own call when the transport lends it a socket
+// (MessageTransport::BorrowDriver, kArgCallerSockets): its thread sends the request, polls the
+// socket for the response and runs the protocol's timers, spinning for the poll time and then
+// sleeping in the kernel, and gives the socket back when the call is over. Otherwise a loop
+// thread would carry the call and the caller would wait for it: three threads (caller, client
+// loop, server loop) then want two cores in a loopback benchmark, and measured on this 2-core
+// VM the 64 B p50 went from 48 us through the loop to 17 us driven (homarpc-bench
+// --scenario=unary, docs/rpc-benchmarks.md). When no socket is lent (all in use, none
+// allowed, callback calls, the in-memory fabric) the caller spins for the transport's poll
+// time (a sleeping thread costs ~50 us to wake here, a whole small round trip costs less)
+// with a CPU pause, yielding now and then so that on a machine with few cores the loop
+// threads it waits for get to run; then it sleeps on an absl::Notification. Either way the
+// transport callback only stores the outcome and notifies: envelope decoding and protobuf
+// parsing happen after the wait, on the caller's thread (so a loop goes back to the network
+// sooner). absl::Notification may be destroyed as soon as it has been notified (its
+// destructor waits for Notify() to leave), which the stack-allocated call relies on.
 //
 // Cancellation. TryCancel() (any thread, under the context's mutex) and Start() (the calling
 // thread) race: the transport RPC id is only known once SendRequest() returned, and the
@@ -34,6 +43,9 @@
 // and cancels; cancel_done_ makes that happen once. A cancel seen before sending sends
 // nothing. Cancelling aborts the transport RPC (the caller sees CANCELLED at once) and sends
 // the server a kCancel envelope for the call id so that its IsCancelled() becomes true.
+// The kCancel envelope leaves from the socket that carried the call (SendRequestBeside), since
+// the server knows calls by client address and call id; for a caller-driven call that socket
+// is its lent one, and the abort and the envelope are posted to the thread driving it.
 // Aborting from a non-transport thread only posts to the transport, so TryCancel can do it
 // under the context's mutex; on the channel's own transport thread (TryCancel from inside a
 // completion callback) the abort completes the call inline, whose completion takes that mutex
@@ -251,12 +263,14 @@ Status ClientCall::Start(const std::shared_ptr<ClientCall>& self, uint64_t call_
     return Status(StatusCode::CANCELLED, "Cancelled");
   }
   ClientCall* const call = this;
-  rpc_id_ = channel_->transport_->SendRequest(
-      dest_, std::move(request),
-      [call](absl::StatusOr<transport::Buffer> response) {
-        call->OnTransportDone(std::move(response));
-      },
-      deadline_nanos);
+  auto on_response = [call](absl::StatusOr<transport::Buffer> response) {
+    call->OnTransportDone(std::move(response));
+  };
+  MessageTransport* const transport = channel_->transport_.get();
+  if (!on_done_) driver_ = transport->BorrowDriver();  // blocking: this thread may drive
+  rpc_id_ = driver_ != nullptr
+                ? driver_->SendRequest(dest_, std::move(request), on_response, deadline_nanos)
+                : transport->SendRequest(dest_, std::move(request), on_response, deadline_nanos);
   // From here on an asynchronous call may have completed already (`self`, held by our
   // caller, keeps the object alive); only this object's fields and the channel are touched.
   sent_.store(true);
@@ -270,7 +284,13 @@ Status ClientCall::Wait() {
     return notification_.HasBeenNotified() &&
            (!request_borrowed_ || request_released_.HasBeenNotified());
   };
-  if (spin > 0 && !ready()) {
+  if (driver_ != nullptr) {
+    // This thread is the socket's loop until the call is over (the lent socket spins, then
+    // sleeps in the kernel, as the loop thread would have).
+    driver_->Drive(ready);
+    channel_->transport_->ReturnDriver(driver_);
+    driver_ = nullptr;
+  } else if (spin > 0 && !ready()) {
     const transport::Clock* clock = transport::MonotonicClock::Get();
     const int64_t start = clock->NowNanos();
     for (uint32_t n = 1; !ready(); ++n) {

@@ -175,6 +175,9 @@ class ClientCall {
   std::atomic<bool> cancel_requested_{false};
   std::atomic<bool> cancel_done_{false};
 
+  // Blocking calls: the socket this thread drives (MessageTransport::BorrowDriver), or null
+  // when the call went through the transport's loop thread.
+  MessageTransport::CallDriver* driver_ = nullptr;
   // Blocking calls: the transport thread parks the outcome here and notifies.
   absl::Notification notification_;
   absl::StatusOr<transport::Buffer> result_;

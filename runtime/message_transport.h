@@ -23,7 +23,9 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <utility>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
 #include "transport/address.h"
 #include "transport/buffer.h"
@@ -48,6 +50,37 @@ class MessageTransport {
                      transport::MessageBytes response) = 0;
   // How long a blocked caller should spin before sleeping (the transport's poll time).
   virtual int64_t spin_nanos() const = 0;
+
+  // ---- Calls driven by the caller's own thread (optional) ----
+  // A blocking caller waits anyway, so it can do the waiting on a socket of its own: on a
+  // socket the transport lends it, the caller's thread sends the request, polls for the
+  // response and runs the protocol's timers itself. No loop thread is woken for the call or
+  // kept spinning beside the caller (on a machine with few cores that third spinning thread
+  // costs more than the hand-offs). See client_call.cc, DESIGN NOTES.
+  class CallDriver {
+   public:
+    virtual ~CallDriver() = default;
+    // SendRequest from the lent socket (the id works with Abort() and SendRequestBeside());
+    // `done` runs on this thread, inside Drive().
+    virtual uint64_t SendRequest(const transport::Address& dest,
+                                 transport::MessageBytes request, ResponseCallback done,
+                                 int64_t deadline_nanos) = 0;
+    // Runs the socket on this thread until `until()` is true: spins for the poll time, then
+    // sleeps in the kernel until a datagram, an Abort() from another thread, or a timer.
+    virtual void Drive(absl::FunctionRef<bool()> until) = 0;
+  };
+  // Lends the calling thread a socket to drive, or returns nullptr (then use SendRequest):
+  // the transport has none to lend, all are lent, or it is stopping. The same thread gives
+  // it back with ReturnDriver() once its call has ended; meanwhile Stop() waits for it.
+  virtual CallDriver* BorrowDriver() { return nullptr; }
+  virtual void ReturnDriver(CallDriver* driver) {}
+  // SendRequest from the socket that carries client RPC `rpc_id`, so that the server sees the
+  // same client address (a cancel names its call by client address and call id).
+  virtual uint64_t SendRequestBeside(uint64_t rpc_id, const transport::Address& dest,
+                                     transport::MessageBytes request, ResponseCallback done,
+                                     int64_t deadline_nanos) {
+    return SendRequest(dest, std::move(request), std::move(done), deadline_nanos);
+  }
   // Server RPCs the transport still holds (response not yet fully sent and acknowledged);
   // a draining server waits for 0. Thread-safe; may be slow (it asks every loop).
   virtual uint64_t live_server_rpcs() const = 0;
@@ -64,6 +97,10 @@ class MessageTransport {
 // Options for Homa over UDP, gathered from ChannelArguments / ServerBuilder.
 struct UdpTransportOptions {
   transport::EndpointOptions endpoint;
+  // Client only: sockets lent to blocking callers (BorrowDriver), created on first need; at
+  // most this many calls are caller-driven at once, the rest go through the loop thread.
+  // 0 = none. (ChannelArguments: kArgCallerSockets.)
+  uint32_t caller_sockets = 0;
 };
 
 // Homa over UDP: wraps a transport::Endpoint. `handler` empty = client only.

@@ -53,6 +53,14 @@ absl::Status ApplyTransportArgs(const ChannelArguments& args, UdpTransportOption
     }
     options->endpoint.io.kind = *kind;
   }
+  const int caller_sockets = args.GetInt(kArgCallerSockets, kDefaultCallerSockets);
+  if (caller_sockets < 0 || caller_sockets > kMaxCallerSockets) {
+    return absl::InvalidArgumentError(absl::StrCat(kArgCallerSockets, " must be in [0, ",
+                                                   kMaxCallerSockets, "], got ",
+                                                   caller_sockets));
+  }
+  options->caller_sockets = static_cast<uint32_t>(caller_sockets);
+
   // The config's own checks (an MTU too small for a packet, ...) name the field.
   return config.Validate();
 }

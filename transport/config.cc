@@ -30,6 +30,7 @@ absl::Status Config::Validate() const {
   }
   if (max_overcommit < 1 || max_overcommit > 8) return bad("max_overcommit", "must be in [1, 8]");
   if (unsched_bytes < 1) return bad("unsched_bytes", "must be at least 1");
+  if (request_ack_ticks < 1) return bad("request_ack_ticks", "must be at least 1");
   if (need_ack_give_up_ticks <= request_ack_ticks) {
     return bad("need_ack_give_up_ticks", "must exceed request_ack_ticks");
   }

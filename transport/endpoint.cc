@@ -76,10 +76,15 @@ absl::StatusOr<std::unique_ptr<Endpoint>> Endpoint::Create(const EndpointOptions
   if (options.inline_loop && options.num_loops != 1) {
     return absl::InvalidArgumentError("inline_loop requires num_loops == 1");
   }
+  if (options.handed_over && !options.inline_loop) {
+    return absl::InvalidArgumentError("handed_over requires inline_loop");
+  }
   std::unique_ptr<Endpoint> ep(new Endpoint());
   ep->inline_loop_ = options.inline_loop;
+  ep->handed_over_ = options.handed_over;
   ep->handler_ = std::move(handler);
   IoOptions io = options.io;
+  io.transferable = options.handed_over;  // epoll: io_uring rings stay with one thread
   Config config = options.config;
   // Without a handler nothing would answer: refuse requests on the wire instead.
   if (!ep->handler_) config.accept_requests = false;
@@ -104,6 +109,7 @@ absl::StatusOr<std::unique_ptr<Endpoint>> Endpoint::Create(const EndpointOptions
 
 Endpoint::~Endpoint() {
   if (inline_loop_) {
+    if (handed_over_) Adopt();  // released by its last driver; the destroying thread finishes
     loops_.front()->Shutdown();
     return;
   }
@@ -118,6 +124,22 @@ void Endpoint::Poll(int64_t deadline_nanos, std::function<bool()> until) {
   loop->RunUntil(
       [&] { return (until && until()) || clock->NowNanos() >= deadline_nanos; },
       deadline_nanos);
+}
+
+void Endpoint::Adopt() {
+  assert(handed_over_);
+  loops_.front()->AdoptCurrentThread();
+}
+
+void Endpoint::Release() {
+  Loop* loop = loops_.front().get();
+  assert(handed_over_ && loop->IsLoopThread() && !loop->running());
+  // Packets queued by a Send() outside RunOnce would be flushed by the next driver: do it now.
+  loop->io().Flush();
+  const bool released = loop->io().ReleaseOwner();
+  assert(released);  // Create() chose the epoll backend
+  (void)released;
+  loop->ReleaseThread();
 }
 
 IoKind Endpoint::io_kind() const { return loops_.front()->io().kind(); }

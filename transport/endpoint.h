@@ -55,6 +55,13 @@ struct EndpointOptions {
   // as eRPC's threads own their Rpc objects: it saves a thread hand-off per call and a core
   // that would otherwise spin. Requires num_loops == 1.
   bool inline_loop = false;
+  // Inline mode for an endpoint its owner hands from thread to thread (a pool of sockets that
+  // blocking callers borrow, runtime/udp_transport.cc): Adopt() makes the calling thread the
+  // one that drives it, Release() lets go, and between the two no other thread may touch it.
+  // Between a Release() and the next Adopt() nothing drives it: datagrams wait in the socket and
+  // timers wait too. Uses the epoll backend (IoOptions::transferable: an io_uring ring stays
+  // bound to its first thread). Requires inline_loop.
+  bool handed_over = false;
 };
 
 class Endpoint {
@@ -94,6 +101,12 @@ class Endpoint {
   // them returns at once.
   void Poll(int64_t deadline_nanos, std::function<bool()> until = nullptr);
 
+  // Hand-over mode only (EndpointOptions::handed_over): the calling thread becomes the one
+  // that drives this endpoint, until it calls Release(). Create() returns the endpoint adopted
+  // by the creating thread. The owner serializes: one thread between Adopt() and Release().
+  void Adopt();
+  void Release();
+
   // Ends a client RPC early: its callback fires with `status`. Thread-safe; unknown or
   // finished ids are ignored.
   void Abort(uint64_t id, absl::Status status);
@@ -111,6 +124,7 @@ class Endpoint {
   Endpoint() = default;
   RequestHandler handler_;  // shared by the loops; outlives them
   bool inline_loop_ = false;
+  bool handed_over_ = false;
   // Names client RPCs for Abort(); also picks their loop (token % loops).
   std::atomic<uint64_t> next_token_{1};
   Address local_address_;

@@ -91,6 +91,17 @@ bool ResendDue(const Config& c, uint32_t silent_ticks) {
   return silent_ticks >= c.resend_ticks && (silent_ticks - c.resend_ticks) % c.resend_interval == 0;
 }
 
+// Whether a server RPC whose response has waited `unacked_ticks` for its ack asks for it this
+// tick: at request_ack_ticks, then with the interval doubling (3, 6, 12, 24, ... ticks). A
+// client that is alive answers the first; one that is not driven for a while (a socket lent to
+// blocking callers between calls, runtime/udp_transport.cc) or gone would otherwise be asked
+// every tick until need_ack_give_up_ticks: ten NEED_ACKs instead of a thousand.
+bool NeedAckDue(const Config& c, uint32_t unacked_ticks) {
+  if (unacked_ticks < c.request_ack_ticks) return false;
+  const uint32_t multiple = unacked_ticks / c.request_ack_ticks;
+  return unacked_ticks % c.request_ack_ticks == 0 && (multiple & (multiple - 1)) == 0;
+}
+
 // Everything we granted has arrived: the next move is ours (more grants), not the sender's.
 bool AllGrantedReceived(const InMessage& in) {
   return in.started() && in.gaps().empty() && in.recv_end() >= in.granted();
@@ -146,7 +157,7 @@ void Engine::Impl::TickServerRpc(Rpc* rpc) {
         ++rpc->unacked_ticks;
         if (rpc->unacked_ticks >= config_.need_ack_give_up_ticks) {
           AbandonServerRpc(rpc);
-        } else if (rpc->unacked_ticks >= config_.request_ack_ticks) {
+        } else if (NeedAckDue(config_, rpc->unacked_ticks)) {
           SendSimple(rpc->peer->address, wire::PacketType::kNeedAck, rpc->id);
         }
         return;

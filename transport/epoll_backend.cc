@@ -77,6 +77,11 @@ class EpollBackend final : public IoBackend {
   bool SendDirect(const OutPacket& packet) override {
     return direct_.Send(fd_, local_.family(), packet);
   }
+  bool ReleaseOwner() override {
+    assert(owner_.IsOwner() && queue_.empty());  // nothing queued that the next owner would send
+    owner_.Release();
+    return true;
+  }
   IoStats stats() const override {
     IoStats s = stats_;
     direct_.AddTo(&s);

@@ -37,7 +37,8 @@
 // peers by silence anyway.
 //
 // The backend choice. HOMARPC_IO_BACKEND (uring|epoll) overrides IoOptions::kind so that a
-// deployment can switch without rebuilding; an empty value counts as unset. The factory opens
+// deployment can switch without rebuilding; an empty value counts as unset. A transferable
+// backend is epoll whatever either says. The factory opens
 // and binds the socket itself, then wraps it: socket errors (EADDRINUSE maps to
 // FAILED_PRECONDITION, like an unusable io_uring) are returned as they are, and only a failure
 // to build the ring around a good socket makes kAuto fall back to epoll, with one WARNING line,
@@ -96,6 +97,7 @@ absl::StatusOr<std::unique_ptr<IoBackend>> CreateIoBackend(const IoOptions& opti
     }
     kind = *forced;
   }
+  if (options.transferable) kind = IoKind::kEpoll;  // only epoll can change threads
   if (absl::Status s = io_internal::ValidateOptions(options); !s.ok()) return s;
   // The socket comes first and is shared by both attempts: its errors (a port in use) are the
   // caller's and must not look like "io_uring unavailable".

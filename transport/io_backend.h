@@ -9,7 +9,7 @@
 // Threading: a backend belongs to one loop thread. Every method except Notify() and
 // SendDirect() must be called from that thread (the first thread to call Poll/Flush/Wait
 // becomes the owner; io_uring is set up SINGLE_ISSUER). Notify() and SendDirect() may be
-// called from any thread.
+// called from any thread. An epoll backend can change owners (ReleaseOwner); io_uring cannot.
 #ifndef HOMARPC_TRANSPORT_IO_BACKEND_H_
 #define HOMARPC_TRANSPORT_IO_BACKEND_H_
 
@@ -38,6 +38,9 @@ std::optional<IoKind> ParseIoKind(absl::string_view name);
 
 struct IoOptions {
   IoKind kind = IoKind::kAuto;
+  // The backend will be handed between threads (ReleaseOwner): epoll, whatever `kind` and
+  // HOMARPC_IO_BACKEND say.
+  bool transferable = false;
   // Address to bind; port 0 picks one. IPv4 or IPv6. An IPv6 socket is v6-only, except one
   // bound to the wildcard "::", which also serves IPv4 peers (as v4-mapped addresses).
   Address bind_address = Address::Loopback4(0);
@@ -129,6 +132,11 @@ class IoBackend : public PacketSink {
   // false when the kernel did not take it (socket buffer full, wrong address family, an
   // error); counted in IoStats either way.
   virtual bool SendDirect(const OutPacket& packet) = 0;
+  // Lets the next thread that calls Send/Flush/Poll/Wait become the owner: for a backend that
+  // its user hands from thread to thread (serializing them itself; Endpoint's hand-over mode).
+  // Returns false when the backend stays bound to its first thread (io_uring's SINGLE_ISSUER
+  // ring); the epoll backend returns true.
+  virtual bool ReleaseOwner() { return false; }
 
   // PacketSink: the MTU of the kernel's route to `dest` (RouteMtu, through a RouteMtuCache).
   // Engine thread only, like Send.

@@ -155,6 +155,8 @@ class OwnerThread {
     return true;
   }
   bool IsOwner() const { return !claimed_ || owner_ == std::this_thread::get_id(); }
+  // The next Claim() takes ownership afresh (the backend is being handed to another thread).
+  void Release() { claimed_ = false; }
 
  private:
   bool claimed_ = false;

@@ -283,6 +283,8 @@ int64_t Loop::NextWakeNanos() const {
 
 void Loop::AdoptCurrentThread() { thread_id_.store(std::this_thread::get_id()); }
 
+void Loop::ReleaseThread() { thread_id_.store(std::thread::id()); }
+
 void Loop::Shutdown() {
   // On the loop's thread (io_uring is single-issuer): refuse new posts, run the ones already
   // queued, and fail whatever is still in flight.

@@ -122,6 +122,9 @@ class Loop final : public EngineHandler {
   // Inline mode (no loop thread): the calling thread becomes the loop's thread and drives it
   // with RunOnce()/RunUntil(); it must call Shutdown() before the loop is destroyed.
   void AdoptCurrentThread();
+  // No thread is the loop's until the next AdoptCurrentThread() (an endpoint handed between
+  // threads, Endpoint::Release): Post() and the rest see a foreign thread and queue.
+  void ReleaseThread();
   // One iteration: posted closures, received datagrams, due timers, flush, reap. Returns
   // whether anything happened. Loop thread only.
   bool RunOnce();

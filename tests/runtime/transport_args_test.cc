@@ -16,6 +16,7 @@ TEST(TransportArgs, AbsentKeysKeepTheDefaults) {
   EXPECT_TRUE(options.endpoint.config.use_path_mtu);  // each peer's route MTU
   EXPECT_EQ(options.endpoint.config.link_mbps, defaults.link_mbps);
   EXPECT_EQ(options.endpoint.io.kind, transport::IoKind::kAuto);
+  EXPECT_EQ(options.caller_sockets, static_cast<uint32_t>(kDefaultCallerSockets));
 }
 
 TEST(TransportArgs, MtuZeroMeansTheRoutesMtu) {
@@ -32,8 +33,10 @@ TEST(TransportArgs, EveryKeyIsApplied) {
   args.SetInt(kArgMtu, 9000);
   args.SetInt(kArgLinkMbps, 0);
   args.SetString(kArgIoBackend, "epoll");
+  args.SetInt(kArgCallerSockets, 0);
   UdpTransportOptions options;
   ASSERT_TRUE(ApplyTransportArgs(args, &options).ok());
+  EXPECT_EQ(options.caller_sockets, 0u);
   EXPECT_EQ(options.endpoint.config.poll_usecs, 0u);
   EXPECT_EQ(options.endpoint.config.mtu, 9000u);
   EXPECT_FALSE(options.endpoint.config.use_path_mtu);  // a fixed MTU for every peer
@@ -67,7 +70,8 @@ TEST(TransportArgs, BadValuesAreRejectedNamingTheKey) {
     int value;
   };
   for (const Case& c : {Case{kArgSpinMicros, -1}, Case{kArgMtu, -1}, Case{kArgMtu, 100},
-                        Case{kArgLinkMbps, -5}}) {
+                        Case{kArgLinkMbps, -5}, Case{kArgCallerSockets, -1},
+                        Case{kArgCallerSockets, kMaxCallerSockets + 1}}) {
     ChannelArguments args;
     args.SetInt(c.key, c.value);
     UdpTransportOptions options;

@@ -225,5 +225,171 @@ TEST(UdpTransportTest, UdpTransport_StopWhileOtherThreadsReplyAndSend) {
   server.reset();
 }
 
+// ---- Sockets lent to blocking callers (BorrowDriver) ----
+
+UdpTransportOptions LendingOptions(uint32_t sockets) {
+  UdpTransportOptions options = Options(5000);
+  options.caller_sockets = sockets;
+  return options;
+}
+
+// An echo server that records the client address of every request.
+struct EchoServer {
+  EchoServer() {
+    auto t = CreateUdpTransport(Options(5000), [this](transport::IncomingRequest r) {
+      {
+        absl::MutexLock lock(&mu);
+        peers.push_back(r.peer);
+      }
+      Buffer copy = std::move(r.payload);
+      transport->Reply(r, std::move(copy));
+    });
+    EXPECT_TRUE(t.ok()) << t.status();
+    if (t.ok()) transport = std::move(*t);
+  }
+  transport::Address last_peer() {
+    absl::MutexLock lock(&mu);
+    return peers.empty() ? transport::Address() : peers.back();
+  }
+  absl::Mutex mu;
+  std::vector<transport::Address> peers ABSL_GUARDED_BY(mu);
+  std::unique_ptr<MessageTransport> transport;
+};
+
+// One call on a borrowed socket, driven by this thread to its end. Returns the outcome and
+// the thread its callback ran on.
+absl::StatusOr<Buffer> DrivenCall(MessageTransport::CallDriver* driver,
+                                  const transport::Address& dest, Buffer request,
+                                  std::thread::id* callback_thread = nullptr) {
+  std::optional<absl::StatusOr<Buffer>> out;
+  driver->SendRequest(
+      dest, std::move(request),
+      [&](absl::StatusOr<Buffer> r) {
+        if (callback_thread != nullptr) *callback_thread = std::this_thread::get_id();
+        out = std::move(r);
+      },
+      INT64_MAX);
+  driver->Drive([&] { return out.has_value(); });
+  return std::move(*out);
+}
+
+TEST(UdpTransportTest, UdpTransport_LentSocketsRunCallsOnTheBorrowersThread) {
+  EchoServer server;
+  ASSERT_NE(server.transport, nullptr);
+  auto client = CreateUdpTransport(LendingOptions(2), nullptr);
+  ASSERT_TRUE(client.ok()) << client.status();
+  const transport::Address dest = server.transport->local_address();
+
+  MessageTransport::CallDriver* first = (*client)->BorrowDriver();
+  ASSERT_NE(first, nullptr);
+  std::thread::id ran_on;
+  absl::StatusOr<Buffer> r = DrivenCall(first, dest, Buffer::CopyOf("hello"), &ran_on);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->view(), "hello");
+  EXPECT_EQ(ran_on, std::this_thread::get_id());
+  // The lent socket is not the transport's own: the server sees another client port.
+  const transport::Address lent_address = server.last_peer();
+  EXPECT_NE(lent_address, (*client)->local_address());
+  // Two at most at once; a third borrower is told to use the loop thread.
+  MessageTransport::CallDriver* second = (*client)->BorrowDriver();
+  ASSERT_NE(second, nullptr);
+  EXPECT_NE(second, first);
+  EXPECT_EQ((*client)->BorrowDriver(), nullptr);
+  (*client)->ReturnDriver(second);
+  (*client)->ReturnDriver(first);
+  // The last one given back is lent first, to another thread now; it still works there.
+  std::thread([&] {
+    MessageTransport::CallDriver* again = (*client)->BorrowDriver();
+    EXPECT_EQ(again, first);
+    if (again == nullptr) return;
+    std::thread::id there;
+    absl::StatusOr<Buffer> r2 = DrivenCall(again, dest, Buffer::CopyOf("again"), &there);
+    EXPECT_TRUE(r2.ok()) << r2.status();
+    EXPECT_EQ(there, std::this_thread::get_id());
+    (*client)->ReturnDriver(again);
+  }).join();
+  EXPECT_EQ(server.last_peer(), lent_address);
+  // Calls through the loop thread still work beside them.
+  Result loop_call;
+  (*client)->SendRequest(dest, Buffer::CopyOf("loop"), loop_call.Callback(), INT64_MAX);
+  ASSERT_TRUE(loop_call.Wait());
+  EXPECT_EQ(server.last_peer(), (*client)->local_address());
+}
+
+TEST(UdpTransportTest, UdpTransport_NoLentSocketsWhenNoneAreAllowedOrForAServer) {
+  auto client = CreateUdpTransport(LendingOptions(0), nullptr);
+  ASSERT_TRUE(client.ok()) << client.status();
+  EXPECT_EQ((*client)->BorrowDriver(), nullptr);
+  // A server answers through Reply(); it lends nothing whatever the options say.
+  auto server = CreateUdpTransport(LendingOptions(4), [](transport::IncomingRequest) {});
+  ASSERT_TRUE(server.ok()) << server.status();
+  EXPECT_EQ((*server)->BorrowDriver(), nullptr);
+}
+
+TEST(UdpTransportTest, UdpTransport_AbortAndSendBesideFromAnotherThreadReachALentSocket) {
+  HoldingServer server;
+  ASSERT_NE(server.transport, nullptr);
+  auto client = CreateUdpTransport(LendingOptions(1), nullptr);
+  ASSERT_TRUE(client.ok()) << client.status();
+  const transport::Address dest = server.transport->local_address();
+  std::atomic<uint64_t> id{0};
+  absl::Status outcome;
+  std::thread caller([&] {
+    MessageTransport::CallDriver* driver = (*client)->BorrowDriver();
+    ASSERT_NE(driver, nullptr);
+    std::optional<absl::StatusOr<Buffer>> out;
+    id.store(driver->SendRequest(
+        dest, Buffer::CopyOf("held"), [&](absl::StatusOr<Buffer> r) { out = std::move(r); },
+        INT64_MAX));
+    driver->Drive([&] { return out.has_value(); });
+    outcome = out->status();
+    (*client)->ReturnDriver(driver);
+  });
+  ASSERT_TRUE(server.WaitHeld(1));
+  // A second request from the same socket (what a cancel envelope needs): same client address.
+  Result beside;
+  (*client)->SendRequestBeside(id.load(), dest, Buffer::CopyOf("beside"), beside.Callback(),
+                               INT64_MAX);
+  ASSERT_TRUE(server.WaitHeld(2));
+  {
+    absl::MutexLock lock(&server.mu);
+    EXPECT_EQ(server.held[1].peer, server.held[0].peer);
+    EXPECT_NE(server.held[0].peer, (*client)->local_address());
+  }
+  (*client)->Abort(id.load(), absl::CancelledError("from elsewhere"));
+  caller.join();
+  EXPECT_TRUE(absl::IsCancelled(outcome)) << outcome;
+  // The beside call is still in flight on the idle socket; Stop() ends it.
+  (*client)->Stop();
+  ASSERT_TRUE(beside.Wait());
+  absl::MutexLock lock(&beside.mu);
+  EXPECT_TRUE(absl::IsCancelled(beside.status)) << beside.status;
+}
+
+TEST(UdpTransportTest, UdpTransport_StopEndsADrivenCallAndWaitsForItsSocket) {
+  HoldingServer server;
+  ASSERT_NE(server.transport, nullptr);
+  auto client = CreateUdpTransport(LendingOptions(1), nullptr);
+  ASSERT_TRUE(client.ok()) << client.status();
+  std::atomic<bool> returned{false};
+  absl::Status outcome;
+  std::thread caller([&] {
+    MessageTransport::CallDriver* driver = (*client)->BorrowDriver();
+    ASSERT_NE(driver, nullptr);
+    absl::StatusOr<Buffer> r =
+        DrivenCall(driver, server.transport->local_address(), Buffer::CopyOf("held"));
+    outcome = r.status();
+    returned.store(true);  // before giving it back, which is what Stop() waits for
+    (*client)->ReturnDriver(driver);
+  });
+  ASSERT_TRUE(server.WaitHeld(1));
+  (*client)->Stop();
+  // Stop() returned only after the borrower had its CANCELLED outcome and gave the socket back.
+  EXPECT_TRUE(returned.load());
+  caller.join();
+  EXPECT_TRUE(absl::IsCancelled(outcome)) << outcome;
+  EXPECT_EQ((*client)->BorrowDriver(), nullptr);  // stopped: nothing more is lent
+}
+
 }  // namespace
 }  // namespace homarpc::internal

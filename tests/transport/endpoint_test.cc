@@ -7,7 +7,9 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/synchronization/notification.h"
@@ -274,6 +276,59 @@ TEST_P(EndpointTest, Endpoint_CallFromCallbackIsRefused) {
   ep->Poll(MonotonicClock::Get()->NowNanos() + 60 * kNanosPerSecond, [&] { return done; });
   EXPECT_EQ(inner.code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_TRUE(done);
+}
+
+TEST_P(EndpointTest, Endpoint_HandedOverBetweenThreads) {
+  auto server = EchoServer(Options());
+  // A server that never answers, for a call that only an abort ends.
+  auto mute = Endpoint::Create(Options(), [](IncomingRequest) {});
+  ASSERT_TRUE(mute.ok());
+  EndpointOptions o = Options();  // io.kind is ignored: hand-over needs epoll
+  o.inline_loop = true;
+  o.handed_over = true;
+  auto created = Endpoint::Create(o);
+  ASSERT_TRUE(created.ok()) << created.status();
+  Endpoint* ep = created->get();
+  EXPECT_EQ(ep->io_kind(), IoKind::kEpoll);
+  // Calls on this thread, then on others in turn: each adopts, calls, releases.
+  ASSERT_TRUE(ep->Call(server->local_address(), Bytes(10)).ok());
+  ep->Release();
+  for (size_t size : {size_t{100}, size_t{300000}, size_t{7}}) {
+    absl::StatusOr<Buffer> r = absl::UnknownError("not run");
+    std::thread([&] {
+      ep->Adopt();
+      r = ep->Call(server->local_address(), Bytes(size));
+      ep->Release();
+    }).join();
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ(r->size(), size);
+    const Buffer expected = Bytes(size);
+    EXPECT_EQ(std::memcmp(r->data(), expected.data(), size), 0);
+  }
+  // An abort from another thread reaches the thread that drives the endpoint.
+  absl::Notification sent;
+  absl::Status aborted;
+  uint64_t id = 0;
+  std::thread driver([&] {
+    ep->Adopt();
+    bool done = false;
+    id = ep->SendRequest((*mute)->local_address(), Bytes(10), [&](absl::StatusOr<Buffer> r) {
+      aborted = r.status();
+      done = true;
+    });
+    sent.Notify();
+    ep->Poll(MonotonicClock::Get()->NowNanos() + 120 * kNanosPerSecond, [&] { return done; });
+    ep->Release();
+  });
+  sent.WaitForNotification();
+  ep->Abort(id, absl::CancelledError("stop waiting"));
+  driver.join();
+  EXPECT_EQ(aborted.code(), absl::StatusCode::kCancelled) << aborted;
+  // Destroyed here, by a thread that did not release it last.
+  created->reset();
+  // Hand-over needs inline mode.
+  o.inline_loop = false;
+  EXPECT_EQ(Endpoint::Create(o).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, EndpointTest, ::testing::Values(IoKind::kUring, IoKind::kEpoll),

@@ -427,6 +427,35 @@ TEST_F(EngineTest, Engine_NeedAckWhenAckLost) {
   EXPECT_EQ(server->engine().stats().server_rpcs, 0u);
 }
 
+TEST_F(EngineTest, Engine_NeedAckBacksOffWhileTheClientIsSilent) {
+  EchoServer();
+  ASSERT_TRUE(client->engine().SendRequest(server->address(), Bytes(100), 0).ok());
+  net.Settle();
+  ASSERT_EQ(client->responses.size(), 1u);
+  const auto need_acks = [this] {
+    return server->engine().stats().packets_sent[static_cast<int>(PacketType::kNeedAck)];
+  };
+  // The client is not driven (a lent socket between calls): nothing reaches the server.
+  const auto silent = [this](const Host* from, const Captured&) { return from != client; };
+  // Expect: asked at 3 ticks, then at 6, 12, 24, 48: doubling, not every tick.
+  const int64_t tick_nanos = int64_t{net.config().tick_usecs} * 1000;
+  const uint32_t first = net.config().request_ack_ticks;
+  std::vector<uint32_t> asked_at;
+  for (uint32_t tick = 1; tick <= 20 * first; ++tick) {
+    const uint64_t before = need_acks();
+    net.Run(tick_nanos, silent);
+    if (need_acks() > before) asked_at.push_back(tick);
+  }
+  ASSERT_EQ(asked_at.size(), 5u);  // at first x 1, 2, 4, 8, 16 (within 20 x first ticks)
+  for (size_t i = 1; i < asked_at.size(); ++i) {
+    EXPECT_EQ(asked_at[i] - asked_at[0], first * ((1u << i) - 1)) << "ask " << i;
+  }
+  EXPECT_EQ(server->engine().stats().server_rpcs, 1u);
+  // When the client answers again, the next ask (at 32 x first) frees the RPC.
+  net.Ticks(static_cast<int>(first * 16));
+  EXPECT_EQ(server->engine().stats().server_rpcs, 0u);
+}
+
 TEST_F(EngineTest, Engine_FlushAcksSendsOwedAcksAtOnce) {
   EchoServer();
   ASSERT_TRUE(client->engine().SendRequest(server->address(), Bytes(100), 0).ok());
