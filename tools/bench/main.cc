@@ -477,6 +477,8 @@ int Run(const Options& options, const RpcOptions& rpc_options) {
                                         failed);
     if (IsRpcScenario(options.scenario->name)) {
       report += RatioTable(results, kHomarpcSystem, kGrpcSystem);
+      // The raw-UDP floor against gRPC: how low any ratio could go on this machine today.
+      report += RatioTable(results, "udp-floor", kGrpcSystem);
     }
     std::printf("%s", report.c_str());
   }

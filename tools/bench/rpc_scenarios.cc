@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "tools/bench/grpc_echo.h"
 #include "tools/bench/homarpc_rpc_echo.h"
+#include "tools/bench/udp_floor.h"
 
 namespace homarpc::bench {
 
@@ -25,10 +26,14 @@ void RegisterRpcScenarios(Registry& registry, const RpcOptions& options) {
   auto echo = [](uint64_t size) { return size; };
   registry.AddScenario(kUnary,
                        "Blocking unary Echo calls (request and response of `size` payload "
-                       "bytes), homarpc against gRPC C++; ratios are homarpc ÷ grpc.",
+                       "bytes), homarpc against gRPC C++; ratios are homarpc ÷ grpc. "
+                       "udp-floor is two processes ping-ponging one raw datagram each way, "
+                       "busy-polling (up to 64 KB): what the kernel and this machine allow any "
+                       "RPC system, measured in the same run.",
                        echo);
   registry.AddSystem(kUnary, NewGrpcUnary());
   registry.AddSystem(kUnary, NewHomarpcUnary(options.executor));
+  registry.AddSystem(kUnary, std::make_unique<UdpFloor>(UdpFloor::Wait::kBusyPoll));
   registry.AddScenario(kThroughput,
                        "Callback Echo calls, `conc` kept in flight by one client (each "
                        "completion starts the next), homarpc against gRPC C++; ratios are "
