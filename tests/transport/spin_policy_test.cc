@@ -44,9 +44,20 @@ TEST(SpinPolicyTest, ResumesSpinningWhenGapsShrinkAgain) {
     ++calls;
     ASSERT_LT(calls, 100);
   }
-  // The average moves 1/8 of the way per gap: from ~200 us to <= 50 us takes about ten gaps.
-  EXPECT_GE(calls, 5);
-  EXPECT_LE(calls, 20);
+  // The average moves 1/8 of the way per gap, and the long gaps counted as 100 us (2 x spin):
+  // from ~100 us to <= 50 us takes about six gaps.
+  EXPECT_GE(calls, 4);
+  EXPECT_LE(calls, 10);
+  EXPECT_LE(policy.gap_average_nanos(), kSpin);
+}
+
+TEST(SpinPolicyTest, OneStallDoesNotStopABusyLoopFromSpinning) {
+  SpinPolicy policy(kSpin, kBusySpin);
+  for (int i = 0; i < 40; ++i) policy.OnWorkAfterIdle(10000);  // back-to-back calls
+  ASSERT_EQ(policy.Budget(false, false), kSpin);
+  // The client was descheduled for 5 ms once; the next call must still find the loop spinning.
+  policy.OnWorkAfterIdle(5000000);
+  EXPECT_EQ(policy.Budget(false, false), kSpin);
   EXPECT_LE(policy.gap_average_nanos(), kSpin);
 }
 
