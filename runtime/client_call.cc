@@ -48,9 +48,14 @@
 // is its lent one, and the abort and the envelope are posted to the thread driving it.
 // Aborting from a non-transport thread only posts to the transport, so TryCancel can do it
 // under the context's mutex; on the channel's own transport thread (TryCancel from inside a
-// completion callback) the abort completes the call inline, whose completion takes that mutex
-// and may run user code that destroys the context: there TryCancel releases the mutex first
-// (ClientCall::Cancel explains why the call is still alive then).
+// completion callback) the abort of an asynchronous call completes it inline, and that
+// completion takes the mutex and may run user code that destroys the context: there TryCancel
+// releases the mutex first (ClientCall::Cancel explains why the call is still alive then). A
+// blocking call is always cancelled under the mutex (its completion never takes it), also
+// there: it may be driven by its caller on another thread, which must not return meanwhile.
+// Races with the call's own completion: an abort or envelope that reaches a lent socket after
+// its caller stopped driving it waits there for the next borrower (or the channel's end),
+// when the abort finds nothing and the server answers a cancel for a call it already ended.
 //
 // Lifetime against the channel. Calls hold a raw ChannelImpl pointer: the caller holds the
 // channel while a call starts, and the transport completes every call (CANCELLED) inside
@@ -386,14 +391,18 @@ Status ClientCall::Complete(absl::StatusOr<transport::Buffer> response) {
 ClientCall* ClientCall::Cancel() {
   cancel_requested_.store(true);
   if (!sent_.load()) return nullptr;  // Start() will see the request and cancel
-  if (channel_->InCallbackThread()) {
-    // On this channel's transport thread (TryCancel from a completion callback): the abort
-    // would run this call's completion right here, under the context's mutex. Deferred to
-    // after the unlock. The call stays alive until then: its completion can only run on this
-    // thread -- unless a blocking call's already has (the caller may be finishing it now).
-    if (!on_done_ && notification_.HasBeenNotified()) return nullptr;
+  if (on_done_ && channel_->InCallbackThread()) {
+    // An asynchronous call, on this channel's transport thread (TryCancel from a completion
+    // callback): the abort would run this call's completion right here, under the context's
+    // mutex. Deferred to after the unlock. The call stays alive until then: its completion can
+    // only run on this thread.
     return this;
   }
+  // A blocking call is cancelled here, under the context's mutex, even on the transport
+  // thread: its completion only parks the outcome (it never takes that mutex), and its caller
+  // cannot return before it has taken the mutex itself, so the call outlives this. Deferring
+  // it would not be safe: a caller-driven call completes on the caller's thread, which could
+  // return between the unlock and the deferred cancel.
   CancelOnce();
   return nullptr;
 }

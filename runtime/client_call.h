@@ -129,8 +129,9 @@ class ClientCall {
 
   // From ClientContext::TryCancel, under the context's mutex (which keeps this call alive).
   // Returns this call when the cancel must be finished by FinishCancel() after the mutex is
-  // released (on the channel's own transport thread, where aborting completes the call
-  // inline, and the completion takes the mutex and may destroy the context); null otherwise.
+  // released (an asynchronous call, on the channel's own transport thread, where aborting
+  // completes the call inline, and the completion takes the mutex and may destroy the
+  // context); null otherwise.
   ClientCall* Cancel();
   // Completes a cancel that Cancel() deferred. The call may be gone when it returns.
   void FinishCancel() { CancelOnce(); }

@@ -246,6 +246,9 @@ void Loop::RunUntil(absl::FunctionRef<bool()> done, int64_t wake_by_nanos) {
 bool Loop::RunOnce() {
   assert(IsLoopThread());
   bool work = RunPosted();
+  // What the posted closures queued (a request started from another thread, a response from a
+  // worker) leaves now, not after the receive poll: that poll is a system call on the path.
+  if (work) io_->Flush();
   const int received = io_->Poll([this](const Address& from, absl::Span<const uint8_t> bytes) {
     // A directly sent request's adoption was posted before its packet left: run it before the
     // response is looked up (DESIGN NOTES).

@@ -256,6 +256,21 @@ struct EchoServer {
   std::unique_ptr<MessageTransport> transport;
 };
 
+// A thread that is joined when it goes out of scope, so that a failed ASSERT on the main
+// thread does not leave it joinable.
+class JoiningThread {
+ public:
+  template <typename Fn>
+  explicit JoiningThread(Fn fn) : thread_(std::move(fn)) {}
+  ~JoiningThread() { join(); }
+  void join() {
+    if (thread_.joinable()) thread_.join();
+  }
+
+ private:
+  std::thread thread_;
+};
+
 // One call on a borrowed socket, driven by this thread to its end. Returns the outcome and
 // the thread its callback ran on.
 absl::StatusOr<Buffer> DrivenCall(MessageTransport::CallDriver* driver,
@@ -334,9 +349,12 @@ TEST(UdpTransportTest, UdpTransport_AbortAndSendBesideFromAnotherThreadReachALen
   const transport::Address dest = server.transport->local_address();
   std::atomic<uint64_t> id{0};
   absl::Status outcome;
-  std::thread caller([&] {
+  JoiningThread caller([&] {
     MessageTransport::CallDriver* driver = (*client)->BorrowDriver();
-    ASSERT_NE(driver, nullptr);
+    if (driver == nullptr) {
+      ADD_FAILURE() << "nothing lent";
+      return;
+    }
     std::optional<absl::StatusOr<Buffer>> out;
     id.store(driver->SendRequest(
         dest, Buffer::CopyOf("held"), [&](absl::StatusOr<Buffer> r) { out = std::move(r); },
@@ -373,9 +391,12 @@ TEST(UdpTransportTest, UdpTransport_StopEndsADrivenCallAndWaitsForItsSocket) {
   ASSERT_TRUE(client.ok()) << client.status();
   std::atomic<bool> returned{false};
   absl::Status outcome;
-  std::thread caller([&] {
+  JoiningThread caller([&] {
     MessageTransport::CallDriver* driver = (*client)->BorrowDriver();
-    ASSERT_NE(driver, nullptr);
+    if (driver == nullptr) {
+      ADD_FAILURE() << "nothing lent";
+      return;
+    }
     absl::StatusOr<Buffer> r =
         DrivenCall(driver, server.transport->local_address(), Buffer::CopyOf("held"));
     outcome = r.status();

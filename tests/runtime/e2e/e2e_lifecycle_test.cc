@@ -196,6 +196,37 @@ TEST_P(Lifecycle, TryCancelIsCancelledAndTheServerSeesItCancelled) {
   }
 }
 
+// TryCancel of a blocking call from inside a completion callback of the same channel (on its
+// loop thread), while the call is driven on another thread: the cancel completes under the
+// context's mutex, so the caller cannot return (and free the call) half-way through it.
+TEST_P(Lifecycle, TryCancelOfABlockingCallFromAnotherCallsCallback) {
+  Server* server = StartServer(ServerKind::kCallback);
+  ASSERT_NE(server, nullptr);
+  auto stub = NewStub(server);
+  for (int round = 0; round < 20; ++round) {
+    SCOPED_TRACE(absl::StrCat("round ", round));
+    const std::string tag = NewTag("cancel-from-callback");
+    ClientContext blocked;
+    EchoRequest held;
+    held.set_tag(tag);
+    held.set_wait_for_cancel(true);
+    Background call(Api::kBlocking, stub.get(), &blocked, held);
+    ASSERT_TRUE(recorder_.WaitFor(tag, "started"));
+    ClientContext context;
+    EchoRequest request;
+    EchoResponse response;
+    absl::Notification done;
+    stub->async()->Echo(&context, &request, &response, [&](Status) {
+      blocked.TryCancel();  // on the channel's loop thread
+      done.Notify();
+    });
+    ASSERT_TRUE(done.WaitForNotificationWithTimeout(absl::Seconds(120)));
+    Status s = call.Join();
+    EXPECT_EQ(s.error_code(), StatusCode::CANCELLED) << Describe(s);
+    ASSERT_TRUE(recorder_.WaitFor(tag, "cancelled")) << "the server never saw IsCancelled()";
+  }
+}
+
 TEST_P(Lifecycle, ServerTryCancelIsCancelledForTheCaller) {
   for (ServerKind kind : kServerKinds) {
     Server* server = StartServer(kind);

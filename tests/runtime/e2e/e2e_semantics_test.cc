@@ -513,6 +513,10 @@ TEST_P(Semantics, PeerStringsNameBothEnds) {
       EXPECT_EQ(server_seen[first], server_seen[first + 1]);
       EXPECT_NE(server_seen[first], server_seen[first + 2]);
     }
+    const auto host = [](const std::string& peer) { return peer.substr(0, peer.rfind(':')); };
+    // Whichever socket carried them, one channel's calls come from one host.
+    EXPECT_EQ(host(server_seen[0]), host(server_seen[3]));
+    EXPECT_EQ(host(server_seen[2]), host(server_seen[5]));
   }
 }
 
