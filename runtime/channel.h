@@ -73,8 +73,11 @@ inline constexpr char kArgDirectSend[] = "homarpc.direct_send";
 // to this many blocking callers at once a socket of their own, which the caller's thread
 // drives while it waits (sends, polls for the response, runs the timers), so no loop thread
 // is woken or kept spinning for the call. Each socket is made on first need (epoll, whatever
-// kArgIoBackend says) and kept with the channel; blocking calls beyond this many at once,
-// and all callback calls, go through the channel's loop thread.
+// kArgIoBackend says) and kept with the channel, holding three file descriptors (socket,
+// epoll, eventfd) and up to 2 MiB of receive slots; only as many are made as blocking calls
+// on the channel ever overlapped. Blocking calls beyond this many at once, all callback
+// calls, and every call once a socket could not be made (out of descriptors: logged once),
+// go through the channel's loop thread.
 inline constexpr char kArgCallerSockets[] = "homarpc.caller_sockets";
 // Milliseconds of silence from the server after which a call fails UNAVAILABLE (default 100,
 // or ten RESEND intervals on a slow link, see kArgLinkMbps; this is how long a call to an
