@@ -108,6 +108,7 @@ absl::StatusOr<std::unique_ptr<Endpoint>> Endpoint::Create(const EndpointOptions
 }
 
 Endpoint::~Endpoint() {
+  if (loops_.empty()) return;  // Create() failed before its first loop was made
   if (inline_loop_) {
     if (handed_over_) Adopt();  // released by its last driver; the destroying thread finishes
     loops_.front()->Shutdown();

@@ -331,6 +331,21 @@ TEST_P(EndpointTest, Endpoint_HandedOverBetweenThreads) {
   EXPECT_EQ(Endpoint::Create(o).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
+TEST_P(EndpointTest, Endpoint_InlineEndpointWhoseSocketFailsIsAnError) {
+  // The port is taken: Create() fails before any loop exists, and cleans up (it used to
+  // crash here in inline mode, shutting down a loop that was never made).
+  auto taken = Endpoint::Create(Options());
+  ASSERT_TRUE(taken.ok()) << taken.status();
+  for (bool handed_over : {false, true}) {
+    EndpointOptions o = Options();
+    o.inline_loop = true;
+    o.handed_over = handed_over;
+    o.io.bind_address = (*taken)->local_address();
+    absl::StatusOr<std::unique_ptr<Endpoint>> again = Endpoint::Create(o);
+    EXPECT_FALSE(again.ok()) << "handed_over=" << handed_over;
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Backends, EndpointTest, ::testing::Values(IoKind::kUring, IoKind::kEpoll),
                          [](const auto& info) { return std::string(IoKindName(info.param)); });
 
