@@ -3,10 +3,7 @@
 // flight CANCELLED, delivers nothing afterwards, turns later calls into harmless no-ops, and
 // is safe while other threads are calling Reply() and SendRequest() (ASan checks that nothing
 // touches the destroyed Endpoint). Over UDP loopback; waits are bounded, never timed.
-#include <fcntl.h>
 #include <gtest/gtest.h>
-#include <sys/resource.h>
-#include <unistd.h>
 
 #include <atomic>
 #include <deque>
@@ -342,34 +339,6 @@ TEST(UdpTransportTest, UdpTransport_NoLentSocketsWhenNoneAreAllowedOrForAServer)
   auto server = CreateUdpTransport(LendingOptions(4), [](transport::IncomingRequest) {});
   ASSERT_TRUE(server.ok()) << server.status();
   EXPECT_EQ((*server)->BorrowDriver(), nullptr);
-}
-
-// Out of file descriptors: no socket can be lent, BorrowDriver says so (nullptr, logged once)
-// and stays that way, and calls through the loop thread go on working.
-TEST(UdpTransportTest, UdpTransport_NoDescriptorsLeftMeansNothingIsLent) {
-  EchoServer server;
-  ASSERT_NE(server.transport, nullptr);
-  auto client = CreateUdpTransport(LendingOptions(2), nullptr);
-  ASSERT_TRUE(client.ok()) << client.status();
-  rlimit saved{};
-  ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &saved), 0);
-  // The lowest free descriptor number: a soft limit there makes every new descriptor fail.
-  const int lowest_free = open("/dev/null", O_RDONLY | O_CLOEXEC);
-  ASSERT_GE(lowest_free, 0);
-  close(lowest_free);
-  rlimit low = saved;
-  low.rlim_cur = static_cast<rlim_t>(lowest_free);
-  ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &low), 0);
-  MessageTransport::CallDriver* driver = (*client)->BorrowDriver();
-  ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &saved), 0);
-  EXPECT_EQ(driver, nullptr);
-  EXPECT_EQ((*client)->BorrowDriver(), nullptr);  // not retried: the channel keeps to its loop
-  Result call;
-  (*client)->SendRequest(server.transport->local_address(), Buffer::CopyOf("still"),
-                         call.Callback(), INT64_MAX);
-  ASSERT_TRUE(call.Wait());
-  absl::MutexLock lock(&call.mu);
-  EXPECT_TRUE(call.status.ok()) << call.status;
 }
 
 TEST(UdpTransportTest, UdpTransport_AbortAndSendBesideFromAnotherThreadReachALentSocket) {
