@@ -348,22 +348,27 @@ TEST(UdpTransportTest, UdpTransport_AbortAndSendBesideFromAnotherThreadReachALen
   ASSERT_TRUE(client.ok()) << client.status();
   const transport::Address dest = server.transport->local_address();
   std::atomic<uint64_t> id{0};
+  absl::Notification id_known;  // the request may reach the server before SendRequest returns
   absl::Status outcome;
   JoiningThread caller([&] {
     MessageTransport::CallDriver* driver = (*client)->BorrowDriver();
     if (driver == nullptr) {
       ADD_FAILURE() << "nothing lent";
+      id_known.Notify();
       return;
     }
     std::optional<absl::StatusOr<Buffer>> out;
     id.store(driver->SendRequest(
         dest, Buffer::CopyOf("held"), [&](absl::StatusOr<Buffer> r) { out = std::move(r); },
         INT64_MAX));
+    id_known.Notify();
     driver->Drive([&] { return out.has_value(); });
     outcome = out->status();
     (*client)->ReturnDriver(driver);
   });
   ASSERT_TRUE(server.WaitHeld(1));
+  ASSERT_TRUE(id_known.WaitForNotificationWithTimeout(kGuard));
+  ASSERT_NE(id.load(), 0u);
   // A second request from the same socket (what a cancel envelope needs): same client address.
   Result beside;
   (*client)->SendRequestBeside(id.load(), dest, Buffer::CopyOf("beside"), beside.Callback(),
