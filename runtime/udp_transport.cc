@@ -115,11 +115,11 @@ class UdpTransport final : public MessageTransport {
       if (!idle_.empty()) {
         driver = idle_.back();
         idle_.pop_back();
-      } else if (drivers_created_ < driver_slots_ && !driver_failed_) {
+      } else if (owned_drivers_.size() < driver_slots_ && !driver_failed_) {
         absl::StatusOr<std::unique_ptr<transport::Endpoint>> endpoint =
-            transport::Endpoint::Create(driver_options_);  // adopted by this thread
+            transport::Endpoint::Create(driver_options_);
         if (endpoint.ok()) {
-          const uint32_t slot = drivers_created_++;
+          const auto slot = static_cast<uint32_t>(owned_drivers_.size());
           owned_drivers_.push_back(std::make_unique<Driver>(this, slot, std::move(*endpoint)));
           driver = owned_drivers_.back().get();
           slots_[slot].store(driver, std::memory_order_release);
@@ -128,9 +128,6 @@ class UdpTransport final : public MessageTransport {
           driver_failed_ = true;
           HOMARPC_LOG(WARNING) << "no socket for caller-driven calls ("
                                << endpoint.status().message() << "); using the loop thread";
-        }
-        if (driver != nullptr) {
-          return driver;  // created: already adopted by this thread
         }
       }
     }
@@ -174,7 +171,7 @@ class UdpTransport final : public MessageTransport {
       Driver* driver = slots_[i].load(std::memory_order_acquire);
       if (driver == nullptr) continue;
       if (const uint64_t id = driver->current_id.load(std::memory_order_seq_cst); id != 0) {
-        driver->endpoint->Abort(id & kTokenMask, absl::CancelledError("channel closed"));
+        driver->AbortForStop(id);
       }
     }
     while (active_.load(std::memory_order_seq_cst) != 0) std::this_thread::yield();
@@ -224,10 +221,11 @@ class UdpTransport final : public MessageTransport {
           endpoint->SendRequest(dest, std::move(request), std::move(done), deadline_nanos));
       current_id.store(id, std::memory_order_seq_cst);
       // Stop() began before it could see `current_id`: end the call ourselves.
-      if (transport->stopping_.load(std::memory_order_seq_cst)) {
-        endpoint->Abort(id & kTokenMask, absl::CancelledError("channel closed"));
-      }
+      if (transport->stopping_.load(std::memory_order_seq_cst)) AbortForStop(id);
       return id;
+    }
+    void AbortForStop(uint64_t id) {
+      endpoint->Abort(id & kTokenMask, absl::CancelledError("channel closed"));
     }
     void Drive(absl::FunctionRef<bool()> until) override {
       endpoint->Poll(INT64_MAX, [until] { return until(); });
@@ -274,7 +272,6 @@ class UdpTransport final : public MessageTransport {
   absl::Mutex pool_mu_;
   std::vector<std::unique_ptr<Driver>> owned_drivers_ ABSL_GUARDED_BY(pool_mu_);
   std::vector<Driver*> idle_ ABSL_GUARDED_BY(pool_mu_);  // LIFO: the warmest on top
-  uint32_t drivers_created_ ABSL_GUARDED_BY(pool_mu_) = 0;
   bool driver_failed_ ABSL_GUARDED_BY(pool_mu_) = false;
 };
 
