@@ -6,6 +6,7 @@
 #include <map>
 #include <utility>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -474,6 +475,31 @@ std::string WorkloadData(const WorkloadSummary& summary) {
   std::string out = "# bucket_upper_bytes p50_slowdown p99_slowdown calls\n";
   for (const BucketSlowdown& b : summary.buckets) {
     absl::StrAppendFormat(&out, "%d %.3f %.3f %d\n", b.upper_inclusive, b.p50, b.p99, b.calls);
+  }
+  return out;
+}
+
+// ---- Every call ----
+
+std::string CallsDataName(absl::string_view scenario, absl::string_view label,
+                          absl::string_view system) {
+  std::string safe(label);
+  for (char& c : safe) {
+    if (!absl::ascii_isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '_') c = '_';
+  }
+  return absl::StrCat(scenario, "-", safe, "-", system, ".calls");
+}
+
+std::string CallsData(const LoadReport& report) {
+  std::string out = "# client stream start_us latency_us request_bytes response_bytes\n";
+  for (size_t client = 0; client < report.clients.size(); ++client) {
+    for (const StreamReport& stream : report.clients[client].streams) {
+      for (const CallRecord& call : stream.calls) {
+        absl::StrAppendFormat(&out, "%d %s %.1f %.1f %d %d\n", client, stream.name,
+                              call.start_ns / 1e3, call.latency_ns / 1e3, call.request_bytes,
+                              call.response_bytes);
+      }
+    }
   }
   return out;
 }

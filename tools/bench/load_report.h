@@ -149,6 +149,19 @@ std::string WorkloadTable(const std::vector<WorkloadSummary>& summaries);
 std::string WorkloadDataName(absl::string_view workload, double load, absl::string_view system);
 std::string WorkloadData(const WorkloadSummary& summary);
 
+// ---- Every call (--calls_dir) ----
+
+// DIR/<scenario>-<label>-<system>.calls, the label's characters other than [A-Za-z0-9._] made
+// '_' (so "64 B at 5000/s" becomes "64_B_at_5000_s").
+std::string CallsDataName(absl::string_view scenario, absl::string_view label,
+                          absl::string_view system);
+// "# client stream start_us latency_us request_bytes response_bytes", then one line per
+// completed call, client by client, stream by stream, in completion order: the raw material
+// for looking at a tail (which calls were slow, when, and what else was in flight). start_us
+// counts from the client's own measuring start (the clients start together at the harness's
+// barrier, so the columns of different clients line up to within a wake-up).
+std::string CallsData(const LoadReport& report);
+
 // ---- cpu: one fixed-rate stream of 64 B calls ----
 
 // The harness samples CPU time over the measuring phase (load.h), so the calls it is divided by

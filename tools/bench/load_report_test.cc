@@ -339,6 +339,32 @@ TEST(LoadReport, WorkloadJsonAndData) {
             "1000 3.000 3.000 101\n");
 }
 
+TEST(LoadReport, CallsDataListsEveryCallOfEveryClientAndStream) {
+  LoadReport report;
+  report.system = "homarpc";
+  ClientReport a;
+  a.streams.push_back(StreamOf("small", Calls(2, 40, 64, 64, 1500)));
+  a.streams.push_back(StreamOf("bulk", Calls(1, 9000, 64, 8 << 20, 2 * kMicro)));
+  ClientReport b;
+  b.streams.push_back(StreamOf("small", {}));  // a stream with no completed call: no line
+  b.streams.push_back(StreamOf("w3", Calls(1, 123, 36, 64, 7 * kSecond)));
+  report.clients = {a, b};
+  EXPECT_EQ(CallsData(report),
+            "# client stream start_us latency_us request_bytes response_bytes\n"
+            "0 small 1.5 40.0 64 64\n"
+            "0 small 1.5 40.0 64 64\n"
+            "0 bulk 2.0 9000.0 64 8388608\n"
+            "1 w3 7000000.0 123.0 36 64\n");
+  EXPECT_EQ(CallsData(LoadReport{}),
+            "# client stream start_us latency_us request_bytes response_bytes\n");
+}
+
+TEST(LoadReport, CallsDataNameKeepsOnlySafeCharactersOfTheLabel) {
+  EXPECT_EQ(CallsDataName("cpu", "64 B at 5000/s", "grpc"), "cpu-64_B_at_5000_s-grpc.calls");
+  EXPECT_EQ(CallsDataName("workload", "w3 50%", "homarpc"), "workload-w3_50_-homarpc.calls");
+  EXPECT_EQ(CallsDataName("mixed", "../x", "grpc"), "mixed-.._x-grpc.calls");
+}
+
 TEST(LoadReport, CalibrationPointsAreEachSizesMedian) {
   const std::vector<LoadReport> calibration = {
       OneStream("workload", "homarpc", "c", Stream("calibration", 8, 64), Tail(12, 30, 90, 8)),

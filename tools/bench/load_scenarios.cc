@@ -166,6 +166,10 @@ class Runner {
       Fail(system.name(), point.label, report.status().ToString());
       return std::nullopt;
     }
+    if (!options_.calls_dir.empty()) {
+      WriteFile(options_.calls_dir, CallsDataName(point.scenario, point.label, system.name()),
+                CallsData(*report));
+    }
     return *std::move(report);
   }
 
@@ -186,20 +190,24 @@ class Runner {
 
   // Writes DIR/name when --data_dir is set; a failure to write fails the run (not a point).
   void Data(const std::string& name, const std::string& text) {
-    if (options_.data_dir.empty()) return;
-    std::error_code error;
-    std::filesystem::create_directories(options_.data_dir, error);
-    const std::filesystem::path path = std::filesystem::path(options_.data_dir) / name;
-    std::ofstream out(path, std::ios::trunc);
-    out << text;
-    out.close();
-    if (!out) Fail("-", name, absl::StrCat("cannot write ", path.string()));
+    if (!options_.data_dir.empty()) WriteFile(options_.data_dir, name, text);
   }
 
   // The Markdown section's head: heading, description, settings.
   std::string Heading() const;
 
  private:
+  // Writes DIR/name (creating DIR); a failure to write fails the run (not a point).
+  void WriteFile(const std::string& dir, const std::string& name, const std::string& text) {
+    std::error_code error;
+    std::filesystem::create_directories(dir, error);
+    const std::filesystem::path path = std::filesystem::path(dir) / name;
+    std::ofstream out(path, std::ios::trunc);
+    out << text;
+    out.close();
+    if (!out) Fail("-", name, absl::StrCat("cannot write ", path.string()));
+  }
+
   const LoadOptions& options_;
   std::vector<std::string> hosts_;
   std::vector<std::unique_ptr<LoadSystem>> systems_;

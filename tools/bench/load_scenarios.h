@@ -31,6 +31,9 @@
 //   DIR/mixed[-shared]-<system>.cdf      latency_us cumulative_fraction   (small calls, every
 //                                        sample, or at most 2000 evenly spaced ranks)
 //   DIR/workload-<w>-<load%>-<system>.dat  bucket_upper_bytes p50_slowdown p99_slowdown calls
+// and with --calls_dir=DIR every completed call of every point (CallsData in load_report.h):
+//   DIR/<scenario>-<label>-<system>.calls  client stream start_us latency_us request_bytes
+//                                          response_bytes
 //
 // Called from main()'s thread (fork inside, see load.h).
 #ifndef HOMARPC_TOOLS_BENCH_LOAD_SCENARIOS_H_
@@ -78,6 +81,7 @@ struct LoadOptions {
   // Not owned; null = none. Every JSON line is also appended here (--json_out), whatever `json`.
   std::FILE* json_out = nullptr;
   std::string data_dir;  // "" = no data files
+  std::string calls_dir;  // "" = none; else every point's calls (CallsData, load_report.h)
   RunSettings settings;
 };
 

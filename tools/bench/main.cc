@@ -101,6 +101,10 @@ ABSL_FLAG(std::string, cpu_rate, "5000",
 ABSL_FLAG(std::string, data_dir, "",
           "Load scenarios: also write the data files tools/bench-report.sh plots into this "
           "folder (created if needed). Empty = none.");
+ABSL_FLAG(std::string, calls_dir, "",
+          "Load scenarios: also write every completed call of every point (client, stream, "
+          "start, latency, sizes) into this folder, one file per point and system, for "
+          "looking at a tail. Empty = none.");
 ABSL_FLAG(bool, list, false, "List scenarios and their systems, then exit.");
 
 namespace homarpc::bench {
@@ -341,6 +345,7 @@ absl::StatusOr<LoadOptions> ParseLoadOptions(const std::string& scenario) {
   // Validated in main() with the unary scenario's use of it; empty = homarpc's default pool.
   options.homarpc_inline_handlers = absl::GetFlag(FLAGS_executor) == "inline";
   options.data_dir = absl::GetFlag(FLAGS_data_dir);
+  options.calls_dir = absl::GetFlag(FLAGS_calls_dir);
   options.json = absl::GetFlag(FLAGS_json);
 
   if (absl::Status s = ParseSettings(&options.settings); !s.ok()) return s;
