@@ -101,6 +101,13 @@ struct UdpTransportOptions {
   // most this many calls are caller-driven at once, the rest go through the loop thread.
   // 0 = none. (ChannelArguments: kArgCallerSockets.)
   uint32_t caller_sockets = 0;
+  // How a lent socket's endpoint is made from its options (hand-over mode, port 0); empty =
+  // transport::Endpoint::Create. When it fails (out of descriptors, say) the transport logs
+  // one warning and lends nothing from then on: every blocking call goes through the loop
+  // thread, as with caller_sockets = 0. Tests substitute one that fails.
+  std::function<absl::StatusOr<std::unique_ptr<transport::Endpoint>>(
+      const transport::EndpointOptions&)>
+      lent_socket_factory;
 };
 
 // Homa over UDP: wraps a transport::Endpoint. `handler` empty = client only.

@@ -58,6 +58,7 @@ class UdpTransport final : public MessageTransport {
         endpoint_(std::move(endpoint)),
         spin_nanos_(spin_nanos),
         driver_options_(DriverOptions(options)),
+        lent_socket_factory_(options.lent_socket_factory),
         driver_slots_(options.caller_sockets),
         slots_(new std::atomic<Driver*>[options.caller_sockets]) {
     for (uint32_t i = 0; i < driver_slots_; ++i) slots_[i].store(nullptr);
@@ -117,7 +118,8 @@ class UdpTransport final : public MessageTransport {
         idle_.pop_back();
       } else if (owned_drivers_.size() < driver_slots_ && !driver_failed_) {
         absl::StatusOr<std::unique_ptr<transport::Endpoint>> endpoint =
-            transport::Endpoint::Create(driver_options_);
+            lent_socket_factory_ ? lent_socket_factory_(driver_options_)
+                                 : transport::Endpoint::Create(driver_options_);
         if (endpoint.ok()) {
           const auto slot = static_cast<uint32_t>(owned_drivers_.size());
           owned_drivers_.push_back(std::make_unique<Driver>(this, slot, std::move(*endpoint)));
@@ -266,6 +268,9 @@ class UdpTransport final : public MessageTransport {
   bool stopped_ ABSL_GUARDED_BY(stop_mu_) = false;
 
   const transport::EndpointOptions driver_options_;
+  const std::function<absl::StatusOr<std::unique_ptr<transport::Endpoint>>(
+      const transport::EndpointOptions&)>
+      lent_socket_factory_;  // empty: transport::Endpoint::Create
   const uint32_t driver_slots_;
   // Filled once each (emptied only by Stop(), behind the shut gate).
   const std::unique_ptr<std::atomic<Driver*>[]> slots_;

@@ -331,6 +331,51 @@ TEST(UdpTransportTest, UdpTransport_LentSocketsRunCallsOnTheBorrowersThread) {
   EXPECT_EQ(server.last_peer(), (*client)->local_address());
 }
 
+TEST(UdpTransportTest, UdpTransport_WhenNoSocketCanBeLentCallsGoThroughTheLoopThread) {
+  EchoServer server;
+  ASSERT_NE(server.transport, nullptr);
+  // The first lent socket is made; the second fails as it would without descriptors left.
+  std::atomic<int> made{0};
+  UdpTransportOptions options = LendingOptions(4);
+  options.lent_socket_factory = [&made](const transport::EndpointOptions& o)
+      -> absl::StatusOr<std::unique_ptr<transport::Endpoint>> {
+    EXPECT_TRUE(o.handed_over);
+    if (made.fetch_add(1) >= 1) return absl::ResourceExhaustedError("socket: too many open files");
+    return transport::Endpoint::Create(o);
+  };
+  auto client = CreateUdpTransport(options, nullptr);
+  ASSERT_TRUE(client.ok()) << client.status();
+  const transport::Address dest = server.transport->local_address();
+
+  MessageTransport::CallDriver* first = (*client)->BorrowDriver();
+  ASSERT_NE(first, nullptr);
+  // The failure: no socket, and no retry later (one warning, not one per call) while the
+  // socket made before stays lendable.
+  EXPECT_EQ((*client)->BorrowDriver(), nullptr);
+  EXPECT_EQ((*client)->BorrowDriver(), nullptr);
+  EXPECT_EQ(made.load(), 2);
+  absl::StatusOr<Buffer> driven = DrivenCall(first, dest, Buffer::CopyOf("driven"));
+  ASSERT_TRUE(driven.ok()) << driven.status();
+  EXPECT_EQ(driven->view(), "driven");
+  (*client)->ReturnDriver(first);
+  EXPECT_EQ((*client)->BorrowDriver(), first);
+  (*client)->ReturnDriver(first);
+  EXPECT_EQ(made.load(), 2);
+
+  // A blocking caller told "no socket" calls through the loop thread, which still works.
+  for (int i = 0; i < 3; ++i) {
+    Result loop_call;
+    (*client)->SendRequest(dest, Buffer::CopyOf("loop"), loop_call.Callback(), INT64_MAX);
+    ASSERT_TRUE(loop_call.Wait());
+    {
+      absl::MutexLock lock(&loop_call.mu);
+      EXPECT_TRUE(loop_call.status.ok()) << loop_call.status;
+    }
+    EXPECT_EQ(server.last_peer(), (*client)->local_address());
+  }
+  (*client)->Stop();
+}
+
 TEST(UdpTransportTest, UdpTransport_NoLentSocketsWhenNoneAreAllowedOrForAServer) {
   auto client = CreateUdpTransport(LendingOptions(0), nullptr);
   ASSERT_TRUE(client.ok()) << client.status();
