@@ -29,6 +29,11 @@
 // - OnDone runs on the thread that released the last hold: the loop thread when the handler
 //   finished the reactor before returning it, otherwise the thread that called Finish() (or
 //   that ran OnCancel). It runs after the reply has been handed to the transport.
+// - Recycled storage (message_pool.h). The messages constructed for a call may hold the
+//   storage of an earlier call's large ones (MethodHandler::ConstructMessages); when the call
+//   is freed the handler takes its messages' storage back (Recycle), and a large response
+//   sent zero-copy goes to the method's response pool once the transport releases it. A bulk
+//   method's payload then lands in memory that is already mapped.
 // - The reply is encoded on the finishing thread (a worker for sync handlers), so payload
 //   serialization stays off the loop thread. Header and payload go into one Buffer: the
 //   response bytes are written once and never copied before the socket.
@@ -167,7 +172,8 @@ ServerCall::ServerCall(ServerImpl* server, MessageTransport* transport,
       request_(std::move(request)),
       call_id_(envelope.call_id),
       handler_(handler),
-      messages_(messages) {
+      messages_(messages),
+      request_bytes_(envelope.payload.size()) {
   ServerContextBase* context;
   if (handler_->kind() == MethodHandler::Kind::kCallback) {
     context = &callback_context_.emplace();
@@ -192,7 +198,11 @@ ServerCall::ServerCall(ServerImpl* server, MessageTransport* transport,
 
 // The messages live in this allocation and go first; the members (contexts whose metadata
 // views point into request_) go after, in reverse order of declaration.
-ServerCall::~ServerCall() { messages_->~CallMessages(); }
+ServerCall::~ServerCall() {
+  // Large messages' storage goes to the method's next call (message_pool.h).
+  handler_->Recycle(messages_, request_bytes_);
+  messages_->~CallMessages();
+}
 
 void ServerCall::Start(Executor* executor, bool on_worker) {
   if (is_callback()) {
@@ -452,6 +462,7 @@ transport::MessageBytes ServerCall::EncodeResponse(const Status& handler_status)
   if (payload_bytes >= kZeroCopyMinBytes) {
     // The call may be freed before the transport is done with the bytes: the response leaves
     // it (its fields' storage moves, nothing is copied) and the release frees it.
+    const size_t holds = std::max(payload_bytes, messages_->response_storage_bytes);
     std::unique_ptr<google::protobuf::MessageLite> owned = messages_->TakeResponse();
     transport::Buffer head(header_bytes + kZeroCopyHeadScratch);
     EncodeHeader(envelope, absl::MakeSpan(head.data(), header_bytes));
@@ -461,7 +472,11 @@ transport::MessageBytes ServerCall::EncodeResponse(const Status& handler_status)
       return EncodeStatusResponse(
           call_id_, Status(StatusCode::INTERNAL, "response changed while it was being sent"));
     }
-    bytes.OnRelease([owned = std::move(owned)] {});
+    // Once sent, its storage goes to the method's next call (message_pool.h).
+    bytes.OnRelease([owned = std::move(owned), pool = handler_->response_pool(),
+                     holds]() mutable {
+      if (pool != nullptr) pool->Put(std::move(owned), holds);
+    });
     return bytes;
   }
   transport::Buffer buffer(header_bytes + payload_bytes);

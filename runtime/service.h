@@ -11,6 +11,7 @@
 #ifndef HOMARPC_RUNTIME_SERVICE_H_
 #define HOMARPC_RUNTIME_SERVICE_H_
 
+#include <algorithm>
 #include <cstddef>
 #include <functional>
 #include <memory>
@@ -19,6 +20,7 @@
 #include <vector>
 
 #include "google/protobuf/message_lite.h"
+#include "runtime/message_pool.h"
 #include "runtime/channel.h"
 #include "runtime/server_context.h"
 #include "runtime/status.h"
@@ -38,6 +40,11 @@ class CallMessages {
   // swapped, not copied), leaving response() empty. The server sends a large response from
   // it zero-copy while the call itself is freed (payload_encoder.h).
   virtual std::unique_ptr<google::protobuf::MessageLite> TakeResponse() = 0;
+
+  // What the messages' storage is known to hold, when it came from a pool (message_pool.h);
+  // 0 for fresh messages. TakeResponse() leaves the call's response with none.
+  size_t request_storage_bytes = 0;
+  size_t response_storage_bytes = 0;
 };
 
 template <typename Request, typename Response>
@@ -46,8 +53,11 @@ class TypedCallMessages final : public CallMessages {
   google::protobuf::MessageLite* request() override { return &request_; }
   google::protobuf::MessageLite* response() override { return &response_; }
   std::unique_ptr<google::protobuf::MessageLite> TakeResponse() override {
+    response_storage_bytes = 0;
     return std::make_unique<Response>(std::move(response_));
   }
+  Request& typed_request() { return request_; }
+  Response& typed_response() { return response_; }
 
  private:
   Request request_;
@@ -71,6 +81,13 @@ class MethodHandler {
   virtual size_t messages_size() const = 0;
   virtual size_t messages_align() const = 0;
   virtual CallMessages* ConstructMessages(void* storage) const = 0;
+  // Recycling (message_pool.h): ConstructMessages() fills the new messages with the storage
+  // of earlier calls' large ones. The server offers a finished call's messages here before it
+  // destroys them (`request_bytes`: the request's size on the wire), and gives a large
+  // response that left the call (TakeResponse) to response_pool() once it has been sent.
+  virtual void Recycle(CallMessages* messages, size_t request_bytes) const {}
+  virtual std::shared_ptr<MessagePool> request_pool() const { return nullptr; }
+  virtual std::shared_ptr<MessagePool> response_pool() const { return nullptr; }
   // kSync only.
   virtual Status RunSync(ServerContext* context, const google::protobuf::MessageLite* request,
                          google::protobuf::MessageLite* response) const {
@@ -95,8 +112,42 @@ class TypedUnaryHandler : public MethodHandler {
   size_t messages_size() const override { return sizeof(Messages); }
   size_t messages_align() const override { return alignof(Messages); }
   CallMessages* ConstructMessages(void* storage) const override {
-    return new (storage) Messages();
+    auto* messages = new (storage) Messages();
+    // Swapping two heap messages exchanges their fields' storage; what comes back out (the
+    // new, empty fields) is freed with the pooled object.
+    if (MessagePool::Kept pooled = request_pool_->Take(); pooled.message != nullptr) {
+      messages->typed_request().Swap(static_cast<Request*>(pooled.message.get()));
+      messages->request_storage_bytes = pooled.bytes;
+    }
+    if (MessagePool::Kept pooled = response_pool_->Take(); pooled.message != nullptr) {
+      messages->typed_response().Swap(static_cast<Response*>(pooled.message.get()));
+      messages->response_storage_bytes = pooled.bytes;
+    }
+    return messages;
   }
+  void Recycle(CallMessages* messages, size_t request_bytes) const override {
+    auto* typed = static_cast<Messages*>(messages);
+    const size_t request_holds = std::max(request_bytes, messages->request_storage_bytes);
+    if (request_holds >= MessagePool::kMinBytes) {
+      auto kept = std::make_unique<Request>();
+      kept->Swap(&typed->typed_request());
+      request_pool_->Put(std::move(kept), request_holds);
+    }
+    // A response still here was small (a large one left through TakeResponse), but its
+    // storage may be a pooled one's.
+    if (messages->response_storage_bytes >= MessagePool::kMinBytes) {
+      auto kept = std::make_unique<Response>();
+      kept->Swap(&typed->typed_response());
+      response_pool_->Put(std::move(kept), messages->response_storage_bytes);
+    }
+  }
+  std::shared_ptr<MessagePool> request_pool() const override { return request_pool_; }
+  std::shared_ptr<MessagePool> response_pool() const override { return response_pool_; }
+
+ private:
+  // Shared: a response's pool must outlive a transport that releases it late.
+  const std::shared_ptr<MessagePool> request_pool_ = std::make_shared<MessagePool>();
+  const std::shared_ptr<MessagePool> response_pool_ = std::make_shared<MessagePool>();
 };
 
 template <typename Request, typename Response>

@@ -1,0 +1,69 @@
+// MessagePool implementation (message_pool.h).
+#include "runtime/message_pool.h"
+
+#include <atomic>
+
+namespace homarpc::internal {
+namespace {
+
+std::atomic<uint64_t> g_kept{0};
+std::atomic<uint64_t> g_reused{0};
+std::atomic<uint64_t> g_bytes{0};  // in all pools: kMaxTotalBytes
+
+}  // namespace
+
+MessagePoolStats GetMessagePoolStats() {
+  return MessagePoolStats{g_kept.load(std::memory_order_relaxed),
+                          g_reused.load(std::memory_order_relaxed),
+                          g_bytes.load(std::memory_order_relaxed)};
+}
+
+MessagePool::Kept MessagePool::Take() {
+  Kept kept;
+  {
+    absl::MutexLock lock(&mu_);
+    if (kept_.empty()) return kept;
+    kept.message = std::move(kept_.back().first);
+    kept.bytes = kept_.back().second;
+    bytes_ -= kept.bytes;
+    kept_.pop_back();
+  }
+  g_bytes.fetch_sub(kept.bytes, std::memory_order_relaxed);
+  g_reused.fetch_add(1, std::memory_order_relaxed);
+  return kept;
+}
+
+void MessagePool::Put(std::unique_ptr<google::protobuf::MessageLite> message, size_t bytes) {
+  if (message == nullptr || bytes < kMinBytes || bytes > kMaxBytes) return;
+  // Cleared outside the lock (it walks the fields); the storage stays.
+  message->Clear();
+  {
+    absl::MutexLock lock(&mu_);
+    if (kept_.size() >= kMaxMessages || bytes_ + bytes > kMaxBytes) return;  // destroyed below
+    // The process-wide bound, reserved before keeping.
+    uint64_t total = g_bytes.load(std::memory_order_relaxed);
+    do {
+      if (total + bytes > kMaxTotalBytes) return;
+    } while (!g_bytes.compare_exchange_weak(total, total + bytes, std::memory_order_relaxed));
+    bytes_ += bytes;
+    kept_.emplace_back(std::move(message), bytes);
+  }
+  g_kept.fetch_add(1, std::memory_order_relaxed);
+}
+
+MessagePool::~MessagePool() {
+  absl::MutexLock lock(&mu_);
+  g_bytes.fetch_sub(bytes_, std::memory_order_relaxed);
+}
+
+size_t MessagePool::size() const {
+  absl::MutexLock lock(&mu_);
+  return kept_.size();
+}
+
+size_t MessagePool::bytes() const {
+  absl::MutexLock lock(&mu_);
+  return bytes_;
+}
+
+}  // namespace homarpc::internal

@@ -1,0 +1,79 @@
+// MessagePool: cleared protobuf messages that keep their fields' storage, for the next call
+// of the same method (server side).
+//
+// A server's request and response objects are made per call. A bulk response (a KV-cache
+// block of megabytes) is a `bytes` field whose std::string the handler fills with
+// set_payload(): with fresh objects, that is a fresh multi-megabyte allocation per call, which
+// glibc serves from newly mapped pages and unmaps again when the call is freed. Measured on
+// the project's VM (tools/testbed.sh, `mixed`, 8 MiB responses): half of all page faults of
+// the run were in that one set_payload(), and each unmap interrupts the process's other
+// threads; the 64 B calls sharing the server waited behind it (p99 of several milliseconds).
+// protobuf's Clear() keeps a string's capacity, so a message that was used once and cleared
+// takes the next payload of that size without allocating or faulting, when the bytes are
+// copied in (set_payload(data, size), set_payload(const std::string&), a parse); moving a
+// std::string into the field replaces the storage instead.
+//
+// A message is kept with the bytes it is known to hold: its size when last used or, for one
+// that came from a pool, what it held then if that was more (a call of the same method with a
+// small payload gets the storage too, and gives it back). Messages known to hold less than
+// kMinBytes are not kept (malloc's own caches serve small objects well). The pool is
+// bounded: at most kMaxMessages messages and kMaxBytes bytes per pool, and kMaxTotalBytes in
+// all pools of the process. Thread-safe.
+#ifndef HOMARPC_RUNTIME_MESSAGE_POOL_H_
+#define HOMARPC_RUNTIME_MESSAGE_POOL_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "google/protobuf/message_lite.h"
+
+namespace homarpc::internal {
+
+// Process-wide counters of every MessagePool (tests and benchmarks).
+struct MessagePoolStats {
+  uint64_t kept = 0;    // messages Put() kept
+  uint64_t reused = 0;  // messages Take() handed out
+  uint64_t bytes = 0;   // held in all pools now
+};
+MessagePoolStats GetMessagePoolStats();
+
+class MessagePool {
+ public:
+  static constexpr size_t kMinBytes = 64 * 1024;
+  static constexpr size_t kMaxBytes = size_t{64} << 20;
+  static constexpr size_t kMaxMessages = 4;
+  static constexpr size_t kMaxTotalBytes = size_t{256} << 20;
+
+  MessagePool() = default;
+  MessagePool(const MessagePool&) = delete;
+  MessagePool& operator=(const MessagePool&) = delete;
+  ~MessagePool();
+
+  struct Kept {
+    std::unique_ptr<google::protobuf::MessageLite> message;  // null: the pool was empty
+    size_t bytes = 0;                                        // what it holds, as Put() was told
+  };
+  // The last message kept, cleared.
+  Kept Take();
+  // Keeps `message` (clearing it) when `bytes`, what it holds (see above), is at least
+  // kMinBytes and the bounds leave room; otherwise destroys it.
+  void Put(std::unique_ptr<google::protobuf::MessageLite> message, size_t bytes);
+
+  size_t size() const;
+  size_t bytes() const;
+
+ private:
+  mutable absl::Mutex mu_;
+  std::vector<std::pair<std::unique_ptr<google::protobuf::MessageLite>, size_t>> kept_
+      ABSL_GUARDED_BY(mu_);
+  size_t bytes_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+}  // namespace homarpc::internal
+
+#endif  // HOMARPC_RUNTIME_MESSAGE_POOL_H_
