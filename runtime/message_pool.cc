@@ -18,8 +18,14 @@ MessagePoolStats GetMessagePoolStats() {
                           g_bytes.load(std::memory_order_relaxed)};
 }
 
+MessagePool::MessagePool() {
+  absl::MutexLock lock(&mu_);
+  kept_.reserve(kMaxMessages);  // Put() then never allocates (it runs in destructors)
+}
+
 MessagePool::Kept MessagePool::Take() {
   Kept kept;
+  if (count_.load(std::memory_order_relaxed) == 0) return kept;
   {
     absl::MutexLock lock(&mu_);
     if (kept_.empty()) return kept;
@@ -27,6 +33,8 @@ MessagePool::Kept MessagePool::Take() {
     kept.bytes = kept_.back().second;
     bytes_ -= kept.bytes;
     kept_.pop_back();
+    count_.store(kept_.size(), std::memory_order_relaxed);
+    ++taken_;
   }
   g_bytes.fetch_sub(kept.bytes, std::memory_order_relaxed);
   g_reused.fetch_add(1, std::memory_order_relaxed);
@@ -35,7 +43,9 @@ MessagePool::Kept MessagePool::Take() {
 
 void MessagePool::Put(std::unique_ptr<google::protobuf::MessageLite> message, size_t bytes) {
   if (message == nullptr || bytes < kMinBytes || bytes > kMaxBytes) return;
-  // Cleared outside the lock (it walks the fields); the storage stays.
+  // Cleared outside the lock (it walks the fields), but only when there may be room; the
+  // storage stays.
+  if (count_.load(std::memory_order_relaxed) >= kMaxMessages) return;
   message->Clear();
   {
     absl::MutexLock lock(&mu_);
@@ -46,7 +56,8 @@ void MessagePool::Put(std::unique_ptr<google::protobuf::MessageLite> message, si
       if (total + bytes > kMaxTotalBytes) return;
     } while (!g_bytes.compare_exchange_weak(total, total + bytes, std::memory_order_relaxed));
     bytes_ += bytes;
-    kept_.emplace_back(std::move(message), bytes);
+    kept_.emplace_back(std::move(message), bytes);  // reserved: does not throw
+    count_.store(kept_.size(), std::memory_order_relaxed);
   }
   g_kept.fetch_add(1, std::memory_order_relaxed);
 }
@@ -59,6 +70,11 @@ MessagePool::~MessagePool() {
 size_t MessagePool::size() const {
   absl::MutexLock lock(&mu_);
   return kept_.size();
+}
+
+uint64_t MessagePool::taken() const {
+  absl::MutexLock lock(&mu_);
+  return taken_;
 }
 
 size_t MessagePool::bytes() const {

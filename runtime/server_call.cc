@@ -29,11 +29,12 @@
 // - OnDone runs on the thread that released the last hold: the loop thread when the handler
 //   finished the reactor before returning it, otherwise the thread that called Finish() (or
 //   that ran OnCancel). It runs after the reply has been handed to the transport.
-// - Recycled storage (message_pool.h). The messages constructed for a call may hold the
-//   storage of an earlier call's large ones (MethodHandler::ConstructMessages); when the call
-//   is freed the handler takes its messages' storage back (Recycle), and a large response
-//   sent zero-copy goes to the method's response pool once the transport releases it. A bulk
-//   method's payload then lands in memory that is already mapped.
+// - Recycled storage (message_pool.h). The response constructed for a call may hold the
+//   storage of an earlier call's large response (MethodHandler::ConstructMessages); when the
+//   call is freed the handler takes that storage back (Recycle), and a large response sent
+//   zero-copy goes to the method's response pool once the transport releases it. A bulk
+//   method's payload then lands in memory that is already mapped. Requests are not pooled
+//   (service.h says why).
 // - The reply is encoded on the finishing thread (a worker for sync handlers), so payload
 //   serialization stays off the loop thread. Header and payload go into one Buffer: the
 //   response bytes are written once and never copied before the socket.
@@ -149,6 +150,7 @@ ServerCall* ServerCall::Create(ServerImpl* server, MessageTransport* transport,
       handler->ConstructMessages(static_cast<char*>(storage) + MessagesOffset(handler));
   if (!messages->request()->ParseFromArray(envelope.payload.data(),
                                            static_cast<int>(envelope.payload.size()))) {
+    handler->Recycle(messages);  // pooled storage it was given goes back
     messages->~CallMessages();
     Deallocate(storage, handler);
     return nullptr;
@@ -172,8 +174,7 @@ ServerCall::ServerCall(ServerImpl* server, MessageTransport* transport,
       request_(std::move(request)),
       call_id_(envelope.call_id),
       handler_(handler),
-      messages_(messages),
-      request_bytes_(envelope.payload.size()) {
+      messages_(messages) {
   ServerContextBase* context;
   if (handler_->kind() == MethodHandler::Kind::kCallback) {
     context = &callback_context_.emplace();
@@ -199,8 +200,8 @@ ServerCall::ServerCall(ServerImpl* server, MessageTransport* transport,
 // The messages live in this allocation and go first; the members (contexts whose metadata
 // views point into request_) go after, in reverse order of declaration.
 ServerCall::~ServerCall() {
-  // Large messages' storage goes to the method's next call (message_pool.h).
-  handler_->Recycle(messages_, request_bytes_);
+  // A pooled response's storage goes to the method's next call (message_pool.h).
+  handler_->Recycle(messages_);
   messages_->~CallMessages();
 }
 
@@ -462,7 +463,8 @@ transport::MessageBytes ServerCall::EncodeResponse(const Status& handler_status)
   if (payload_bytes >= kZeroCopyMinBytes) {
     // The call may be freed before the transport is done with the bytes: the response leaves
     // it (its fields' storage moves, nothing is copied) and the release frees it.
-    const size_t holds = std::max(payload_bytes, messages_->response_storage_bytes);
+    // Counted as what it holds now (a storage that was pooled larger may have been replaced).
+    const size_t holds = payload_bytes;
     std::unique_ptr<google::protobuf::MessageLite> owned = messages_->TakeResponse();
     transport::Buffer head(header_bytes + kZeroCopyHeadScratch);
     EncodeHeader(envelope, absl::MakeSpan(head.data(), header_bytes));

@@ -134,7 +134,6 @@ class ServerCall {
   const uint64_t call_id_;
   const MethodHandler* const handler_;
   CallMessages* const messages_;  // constructed in this call's allocation (Create)
-  const size_t request_bytes_;    // the request's size on the wire, for RecycleRequest
   DeadlineHeapNode deadline_node_;
 
   std::optional<ServerContext> sync_context_;

@@ -41,9 +41,8 @@ class CallMessages {
   // it zero-copy while the call itself is freed (payload_encoder.h).
   virtual std::unique_ptr<google::protobuf::MessageLite> TakeResponse() = 0;
 
-  // What the messages' storage is known to hold, when it came from a pool (message_pool.h);
-  // 0 for fresh messages. TakeResponse() leaves the call's response with none.
-  size_t request_storage_bytes = 0;
+  // Internal to the server (message_pool.h): what the response's storage is known to hold
+  // when it came from the method's pool, 0 for a fresh one; TakeResponse() leaves none.
   size_t response_storage_bytes = 0;
 };
 
@@ -81,13 +80,6 @@ class MethodHandler {
   virtual size_t messages_size() const = 0;
   virtual size_t messages_align() const = 0;
   virtual CallMessages* ConstructMessages(void* storage) const = 0;
-  // Recycling (message_pool.h): ConstructMessages() fills the new messages with the storage
-  // of earlier calls' large ones. The server offers a finished call's messages here before it
-  // destroys them (`request_bytes`: the request's size on the wire), and gives a large
-  // response that left the call (TakeResponse) to response_pool() once it has been sent.
-  virtual void Recycle(CallMessages* messages, size_t request_bytes) const {}
-  virtual std::shared_ptr<MessagePool> request_pool() const { return nullptr; }
-  virtual std::shared_ptr<MessagePool> response_pool() const { return nullptr; }
   // kSync only.
   virtual Status RunSync(ServerContext* context, const google::protobuf::MessageLite* request,
                          google::protobuf::MessageLite* response) const {
@@ -99,6 +91,14 @@ class MethodHandler {
                                           google::protobuf::MessageLite* response) const {
     return nullptr;
   }
+  // Recycling (message_pool.h): ConstructMessages() gives the new response the storage of an
+  // earlier call's large one. The server offers a finished call's messages here before it
+  // destroys them, and gives a large response that left the call (TakeResponse) to
+  // response_pool() once the transport has sent it. Requests are not pooled: their size is
+  // the client's to choose, and what a parsed request holds can be many times its wire size
+  // (repeated sub-messages), which the pool's bounds could not see. Never throws.
+  virtual void Recycle(CallMessages* messages) const {}
+  virtual std::shared_ptr<MessagePool> response_pool() const { return nullptr; }
 };
 
 // What every unary handler of a Request/Response pair shares: how its messages are made.
@@ -115,38 +115,26 @@ class TypedUnaryHandler : public MethodHandler {
     auto* messages = new (storage) Messages();
     // Swapping two heap messages exchanges their fields' storage; what comes back out (the
     // new, empty fields) is freed with the pooled object.
-    if (MessagePool::Kept pooled = request_pool_->Take(); pooled.message != nullptr) {
-      messages->typed_request().Swap(static_cast<Request*>(pooled.message.get()));
-      messages->request_storage_bytes = pooled.bytes;
-    }
     if (MessagePool::Kept pooled = response_pool_->Take(); pooled.message != nullptr) {
       messages->typed_response().Swap(static_cast<Response*>(pooled.message.get()));
       messages->response_storage_bytes = pooled.bytes;
     }
     return messages;
   }
-  void Recycle(CallMessages* messages, size_t request_bytes) const override {
-    auto* typed = static_cast<Messages*>(messages);
-    const size_t request_holds = std::max(request_bytes, messages->request_storage_bytes);
-    if (request_holds >= MessagePool::kMinBytes) {
-      auto kept = std::make_unique<Request>();
-      kept->Swap(&typed->typed_request());
-      request_pool_->Put(std::move(kept), request_holds);
-    }
-    // A response still here was small (a large one left through TakeResponse), but its
-    // storage may be a pooled one's.
-    if (messages->response_storage_bytes >= MessagePool::kMinBytes) {
-      auto kept = std::make_unique<Response>();
-      kept->Swap(&typed->typed_response());
-      response_pool_->Put(std::move(kept), messages->response_storage_bytes);
-    }
+  void Recycle(CallMessages* messages) const override {
+    // A response still here was small (a large one left through TakeResponse), but it may
+    // hold a pooled one's storage: that goes back, counted as what it held then (it is
+    // recounted at its next large use). Allocation failure: the storage is freed instead.
+    if (messages->response_storage_bytes < MessagePool::kMinBytes) return;
+    std::unique_ptr<Response> kept(new (std::nothrow) Response());
+    if (kept == nullptr) return;
+    kept->Swap(&static_cast<Messages*>(messages)->typed_response());
+    response_pool_->Put(std::move(kept), messages->response_storage_bytes);
   }
-  std::shared_ptr<MessagePool> request_pool() const override { return request_pool_; }
   std::shared_ptr<MessagePool> response_pool() const override { return response_pool_; }
 
  private:
   // Shared: a response's pool must outlive a transport that releases it late.
-  const std::shared_ptr<MessagePool> request_pool_ = std::make_shared<MessagePool>();
   const std::shared_ptr<MessagePool> response_pool_ = std::make_shared<MessagePool>();
 };
 

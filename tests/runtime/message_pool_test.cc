@@ -49,6 +49,7 @@ TEST(MessagePool, MessagePool_GivesBackAKeptMessageClearedWithItsStorage) {
   const MessagePoolStats after = GetMessagePoolStats();
   EXPECT_EQ(after.kept - before.kept, 1u);
   EXPECT_EQ(after.reused - before.reused, 1u);
+  EXPECT_EQ(pool.taken(), 1u);
 }
 
 TEST(MessagePool, MessagePool_KeepsNeitherSmallNorOversizedMessages) {

@@ -1,7 +1,7 @@
-// End-to-end tests of message recycling (runtime/message_pool.h) on every wire (e2e_env.h),
-// against a sync Service and a CallbackService: a method's large requests and responses give
-// their storage to its next calls, and nothing of an earlier call shows in a later one,
-// neither bytes past a shorter payload nor a field only the earlier call set.
+// End-to-end tests of response recycling (runtime/message_pool.h) on every wire (e2e_env.h),
+// against a sync Service and a CallbackService: a method's large responses give their
+// storage to its next calls, and nothing of an earlier call shows in a later one, neither
+// bytes past a shorter payload nor a field only the earlier call set.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -17,19 +17,19 @@
 namespace homarpc::e2e {
 namespace {
 
-using internal::GetMessagePoolStats;
 using internal::MessagePool;
 
-// The pool of `service`'s Echo requests.
-std::shared_ptr<MessagePool> RequestPool(const Service& service) {
+// The pool of `service`'s Echo responses.
+std::shared_ptr<MessagePool> ResponsePool(const Service& service) {
   for (const internal::ServiceMethod& method : service.methods()) {
-    if (method.name == "/homarpc.e2e.EchoService/Echo") return method.handler->request_pool();
+    if (method.name == "/homarpc.e2e.EchoService/Echo") return method.handler->response_pool();
   }
   return nullptr;
 }
 
-// Waits (within the guard) until `pool` holds a message: a finished call's request goes there
-// when the server frees the call, which may be just after the client has its response.
+// Waits (within the guard) until `pool` holds a message: a large response goes there when the
+// transport lets go of it, once the client has acknowledged it, which may be well after the
+// client has it.
 bool WaitForKept(const MessagePool& pool) {
   const absl::Time deadline = absl::Now() + kGuard;
   while (pool.size() == 0) {
@@ -52,7 +52,7 @@ TEST_P(MessagePoolE2e, LargeMessagesAreRecycledAndCarryNothingOver) {
       Server* server = StartServer(kind);
       ASSERT_NE(server, nullptr);
       const std::shared_ptr<MessagePool> pool =
-          RequestPool(kind == ServerKind::kSync ? static_cast<const Service&>(sync_service_)
+          ResponsePool(kind == ServerKind::kSync ? static_cast<const Service&>(sync_service_)
                                                 : callback_service_);
       ASSERT_NE(pool, nullptr);
       auto stub = NewStub(server);
@@ -70,7 +70,7 @@ TEST_P(MessagePoolE2e, LargeMessagesAreRecycledAndCarryNothingOver) {
         // Only odd calls ask for their metadata back: an even call must not see any.
         request.set_echo_metadata(id % 2 == 1);
         EchoResponse response;
-        const uint64_t reused_before = GetMessagePoolStats().reused;
+        const uint64_t taken_before = pool->taken();
         Status s = Call(api, stub.get(), &context, request, &response);
         ASSERT_TRUE(s.ok()) << Describe(s);
         EXPECT_TRUE(response.payload() == request.payload())
@@ -78,9 +78,10 @@ TEST_P(MessagePoolE2e, LargeMessagesAreRecycledAndCarryNothingOver) {
         EXPECT_EQ(response.call_id(), id);
         EXPECT_EQ(response.client_metadata_size() > 0, id % 2 == 1);
         EXPECT_EQ(response.method(), "/homarpc.e2e.EchoService/Echo");
-        // The previous call's request was pooled: this call was given its storage.
+        // The previous large response was pooled: this call's response got its storage (and
+        // the checks above saw nothing of it).
         if (previous_was_large) {
-          EXPECT_GT(GetMessagePoolStats().reused, reused_before);
+          EXPECT_EQ(pool->taken(), taken_before + 1);
         }
         previous_was_large = size >= MessagePool::kMinBytes;
         if (previous_was_large) {
