@@ -664,7 +664,14 @@ Two runs made only to explain the rows above that miss their goal, judged by the
   the same two cores as every host's loops. (Measured on 2026-12-02, not by this script: in
   `mixed` the server's loop thread used ~85% of a core at 0.86 Gbit/s, the bulk client's loop
   ~75%, and woken threads waited up to 4 ms for a core, `perf sched latency`.) A real host
-  has its own cores; a fix here would be zero-copy (de)serialization of large messages.
+  has its own cores. Half of the run's page faults used to come from one place, the server's
+  handler copying the 8 MiB payload into a fresh response (`set_payload`), which glibc maps
+  afresh each call and unmaps again; homarpc now recycles large response objects per method
+  (`runtime/message_pool.h`), which cut page faults by two thirds and the small calls' p99
+  from 7-24 ms to 1.1-1.7 ms (2026-12-02, `perf stat -e page-faults`, homarpc alone, A/B with
+  the build before). What is left: the client parsing each 8 MiB response into a fresh
+  object (the application's), and a bump of ~1% of small calls at ~1 ms (`--calls_dir`
+  shows them; not yet explained: a scheduler slice or a timer tick).
 - **`workload-w3-low`**: W3 at 10% load, where neither link nor CPU is busy. Slowdown divides
   by a closed-loop unloaded latency, whose threads never sleep; an open-loop call at a low
   rate finds them asleep and pays a wake-up (~50 us on this machine, measured before) at each
