@@ -6,17 +6,11 @@
 namespace homarpc::internal {
 namespace {
 
-std::atomic<uint64_t> g_kept{0};
-std::atomic<uint64_t> g_reused{0};
 std::atomic<uint64_t> g_bytes{0};  // in all pools: kMaxTotalBytes
 
 }  // namespace
 
-MessagePoolStats GetMessagePoolStats() {
-  return MessagePoolStats{g_kept.load(std::memory_order_relaxed),
-                          g_reused.load(std::memory_order_relaxed),
-                          g_bytes.load(std::memory_order_relaxed)};
-}
+uint64_t PooledBytes() { return g_bytes.load(std::memory_order_relaxed); }
 
 MessagePool::MessagePool() {
   absl::MutexLock lock(&mu_);
@@ -37,7 +31,6 @@ MessagePool::Kept MessagePool::Take() {
     ++taken_;
   }
   g_bytes.fetch_sub(kept.bytes, std::memory_order_relaxed);
-  g_reused.fetch_add(1, std::memory_order_relaxed);
   return kept;
 }
 
@@ -59,7 +52,6 @@ void MessagePool::Put(std::unique_ptr<google::protobuf::MessageLite> message, si
     kept_.emplace_back(std::move(message), bytes);  // reserved: does not throw
     count_.store(kept_.size(), std::memory_order_relaxed);
   }
-  g_kept.fetch_add(1, std::memory_order_relaxed);
 }
 
 MessagePool::~MessagePool() {

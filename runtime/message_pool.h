@@ -1,24 +1,22 @@
 // MessagePool: cleared protobuf messages that keep their fields' storage, for the next call
-// of the same method (server side).
+// of the same method (server side; responses only, service.h says why).
 //
-// A server's response objects are made per call (requests are not pooled: service.h). A bulk response (a KV-cache
-// block of megabytes) is a `bytes` field whose std::string the handler fills with
-// set_payload(): with fresh objects, that is a fresh multi-megabyte allocation per call, which
-// glibc serves from newly mapped pages and unmaps again when the call is freed. Measured on
-// the project's VM (tools/testbed.sh, `mixed`, 8 MiB responses): half of all page faults of
-// the run were in that one set_payload(), and each unmap interrupts the process's other
-// threads; the 64 B calls sharing the server waited behind it (p99 of several milliseconds).
-// protobuf's Clear() keeps a string's capacity, so a message that was used once and cleared
-// takes the next payload of that size without allocating or faulting, when the bytes are
-// copied in (set_payload(data, size), set_payload(const std::string&)); moving a std::string
-// into the field replaces the storage instead.
+// A bulk response (a KV-cache block of megabytes) is a `bytes` field whose std::string the
+// handler fills with set_payload(): with a fresh response object per call, that is a fresh
+// multi-megabyte allocation per call, which glibc serves from newly mapped pages and unmaps
+// again when the call is freed. Measured on the project's VM (tools/testbed.sh, `mixed`,
+// 8 MiB responses): half of all page faults of the run were in that one set_payload(), and
+// each unmap interrupts the process's other threads; the 64 B calls sharing the server waited
+// behind it (p99 of several milliseconds). protobuf's Clear() keeps a string's capacity, so a
+// message that was used once and cleared takes the next payload of that size without
+// allocating or faulting, when the bytes are copied in (set_payload(data, size),
+// set_payload(const std::string&)); moving a std::string into the field replaces the storage.
 //
-// A message is kept with the bytes it is known to hold: its size when last used or, for one
-// that came from a pool, what it held then if that was more (a call of the same method with a
-// small payload gets the storage too, and gives it back). Messages known to hold less than
-// kMinBytes are not kept (malloc's own caches serve small objects well). The pool is
-// bounded: at most kMaxMessages messages and kMaxBytes bytes per pool, and kMaxTotalBytes in
-// all pools of the process. Thread-safe.
+// Put() is told what a message holds: the size of the payload it just carried or, for a
+// pooled one that then carried a small payload, what it was kept with before. Messages that
+// hold less than kMinBytes are not kept (malloc's own caches serve small objects well). The
+// pool is bounded: at most kMaxMessages messages and kMaxBytes bytes per pool, and
+// kMaxTotalBytes in all pools of the process. Thread-safe.
 #ifndef HOMARPC_RUNTIME_MESSAGE_POOL_H_
 #define HOMARPC_RUNTIME_MESSAGE_POOL_H_
 
@@ -35,13 +33,8 @@
 
 namespace homarpc::internal {
 
-// Process-wide counters of every MessagePool (tests and benchmarks).
-struct MessagePoolStats {
-  uint64_t kept = 0;    // messages Put() kept
-  uint64_t reused = 0;  // messages Take() handed out
-  uint64_t bytes = 0;   // held in all pools now
-};
-MessagePoolStats GetMessagePoolStats();
+// Bytes held in all pools of the process now (kMaxTotalBytes bounds it).
+uint64_t PooledBytes();
 
 class MessagePool {
  public:

@@ -463,8 +463,6 @@ transport::MessageBytes ServerCall::EncodeResponse(const Status& handler_status)
   if (payload_bytes >= kZeroCopyMinBytes) {
     // The call may be freed before the transport is done with the bytes: the response leaves
     // it (its fields' storage moves, nothing is copied) and the release frees it.
-    // Counted as what it holds now (a storage that was pooled larger may have been replaced).
-    const size_t holds = payload_bytes;
     std::unique_ptr<google::protobuf::MessageLite> owned = messages_->TakeResponse();
     transport::Buffer head(header_bytes + kZeroCopyHeadScratch);
     EncodeHeader(envelope, absl::MakeSpan(head.data(), header_bytes));
@@ -474,10 +472,11 @@ transport::MessageBytes ServerCall::EncodeResponse(const Status& handler_status)
       return EncodeStatusResponse(
           call_id_, Status(StatusCode::INTERNAL, "response changed while it was being sent"));
     }
-    // Once sent, its storage goes to the method's next call (message_pool.h).
+    // Once sent, its storage goes to the method's next call (message_pool.h), counted as
+    // what this payload used (pooled storage it replaced is not counted).
     bytes.OnRelease([owned = std::move(owned), pool = handler_->response_pool(),
-                     holds]() mutable {
-      if (pool != nullptr) pool->Put(std::move(owned), holds);
+                     payload_bytes]() mutable {
+      if (pool != nullptr) pool->Put(std::move(owned), payload_bytes);
     });
     return bytes;
   }

@@ -11,7 +11,6 @@
 #ifndef HOMARPC_RUNTIME_SERVICE_H_
 #define HOMARPC_RUNTIME_SERVICE_H_
 
-#include <algorithm>
 #include <cstddef>
 #include <functional>
 #include <memory>
@@ -20,8 +19,8 @@
 #include <vector>
 
 #include "google/protobuf/message_lite.h"
-#include "runtime/message_pool.h"
 #include "runtime/channel.h"
+#include "runtime/message_pool.h"
 #include "runtime/server_context.h"
 #include "runtime/status.h"
 
@@ -55,7 +54,6 @@ class TypedCallMessages final : public CallMessages {
     response_storage_bytes = 0;
     return std::make_unique<Response>(std::move(response_));
   }
-  Request& typed_request() { return request_; }
   Response& typed_response() { return response_; }
 
  private:
