@@ -486,6 +486,29 @@ queue_cell() {
   fi
 }
 
+# steal_cell JSONL: the hypervisor's steal during the run's points (homarpc-bench's steal_pct:
+# the share of the machine's CPU time given to other guests while a point measured), per
+# system: mean over its points and the largest; "?" without a file or without the field.
+steal_cell() {
+  [[ -f "$1" ]] || { echo "?"; return; }
+  awk '
+    match($0, /"system":"[^"]*"/) {
+      sys = substr($0, RSTART + 10, RLENGTH - 11)
+      if (!match($0, /"steal_pct":[0-9.]+/)) next
+      v = substr($0, RSTART + 12, RLENGTH - 12) + 0
+      if (!(sys in n)) order[++k] = sys
+      n[sys]++; sum[sys] += v; if (v > max[sys]) max[sys] = v
+    }
+    END {
+      if (k == 0) { print "?"; exit }
+      for (i = 1; i <= k; i++) {
+        s = order[i]
+        printf "%s%s %.1f%% (max %.1f%%)", (i > 1 ? ", " : ""), s, sum[s] / n[s], max[s]
+      }
+      print ""
+    }' "$1"
+}
+
 # The mixed rows, per variant: the small calls' p99 (the JSON lines; the CDF files without
 # them) and the bulk goodput (the JSON lines only).
 targets_mixed_rows() {  # variant label [run]
@@ -865,13 +888,18 @@ at the low rates, where the floor applies; the table gives each run's value in b
 of its link rate. "mode" is how the run was made: \`quick\` (\`--quick\`, short points) or
 \`full\`.
 
-| run | mode | link rate | queue per priority | priorities | measuring time per point | exit status |
-|---|---|---|---|---|---|---|
+The last column is the hypervisor's steal while the run's points measured (the share of this
+machine's CPU time that went to other guests; mean over each system's points, and the largest):
+on a shared VM it changes a run's tails more than anything in either system, so compare runs
+with similar steal.
+
+| run | mode | link rate | queue per priority | priorities | measuring time per point | exit status | steal |
+|---|---|---|---|---|---|---|---|
 EOF
     local id
     for id in "${all_runs[@]}"; do
       [[ -f "$data/$id.info" ]] || continue
-      echo "| \`$id\` | $(info "$data/$id.info" mode) | $(info "$data/$id.info" rate) | $(queue_cell "$data/$id.info") | $(info "$data/$id.info" priorities) | $(info "$data/$id.info" duration_ms) ms | $(info "$data/$id.info" rc) |"
+      echo "| \`$id\` | $(info "$data/$id.info" mode) | $(info "$data/$id.info" rate) | $(queue_cell "$data/$id.info") | $(info "$data/$id.info" priorities) | $(info "$data/$id.info" duration_ms) ms | $(info "$data/$id.info" rc) | $(steal_cell "$data/$id.jsonl") |"
     done
     echo
     caveats_section

@@ -30,7 +30,10 @@
 // (load_driver.cc), so their switch counts are still visible in /proc/<pid>/task, and after a
 // successful report it waits for the parent to close its go pipe — done right after that
 // client's second sample — before exiting, so the parent never samples a dead process.
-// Clock-tick resolution (usually 10 ms) is enough for phases of seconds.
+// Clock-tick resolution (usually 10 ms) is enough for phases of seconds. The machine's steal
+// (/proc/stat) is sampled around the same window, from just before the first sample to just
+// after the server's last: the share of CPU time a hypervisor gave to other guests, which on a
+// shared VM explains more of a run-to-run difference in tails than anything in the systems.
 //
 // Reports carry up to millions of call records: they go as raw CallRecord arrays (plain data;
 // both ends are this binary on this machine), through pipes enlarged to 1 MiB when the kernel
@@ -233,12 +236,50 @@ absl::StatusOr<CpuSample> SampleProcessCpu(int pid) {
   return sample;
 }
 
+absl::StatusOr<MachineCpuSample> ParseProcStatCpu(absl::string_view proc_stat) {
+  for (absl::string_view line : absl::StrSplit(proc_stat, '\n')) {
+    if (!absl::ConsumePrefix(&line, "cpu ")) continue;
+    const std::vector<absl::string_view> fields = absl::StrSplit(line, ' ', absl::SkipEmpty());
+    // user nice system idle iowait irq softirq steal [guest guest_nice]
+    constexpr size_t kSteal = 7;
+    if (fields.size() <= kSteal) return absl::InternalError("short cpu line in /proc/stat");
+    MachineCpuSample sample;
+    for (size_t i = 0; i <= kSteal; ++i) {
+      int64_t ticks = 0;
+      if (!absl::SimpleAtoi(fields[i], &ticks) || ticks < 0) {
+        return absl::InternalError("malformed cpu line in /proc/stat");
+      }
+      sample.total_ticks += ticks;
+      if (i == kSteal) sample.steal_ticks = ticks;
+    }
+    return sample;
+  }
+  return absl::InternalError("no cpu line in /proc/stat");
+}
+
+absl::StatusOr<MachineCpuSample> SampleMachineCpu() {
+  absl::StatusOr<std::string> stat = ReadProcFile("/proc/stat");
+  if (!stat.ok()) return stat.status();
+  return ParseProcStatCpu(*stat);
+}
+
+std::optional<double> StealFraction(const MachineCpuSample& before,
+                                    const MachineCpuSample& after) {
+  const int64_t total = after.total_ticks - before.total_ticks;
+  if (total <= 0) return std::nullopt;
+  const int64_t steal = std::max<int64_t>(after.steal_ticks - before.steal_ticks, 0);
+  return static_cast<double>(steal) / static_cast<double>(total);
+}
+
 }  // namespace load_internal
 
 namespace {
 
 using load_internal::CpuSample;
+using load_internal::MachineCpuSample;
+using load_internal::SampleMachineCpu;
 using load_internal::SampleProcessCpu;
+using load_internal::StealFraction;
 
 constexpr char kTagReady = 'R';
 constexpr char kTagMeasured = 'M';
@@ -563,6 +604,9 @@ absl::StatusOr<LoadReport> RunLoadPoint(const LoadSystem& system, const LoadPoin
                             "client start-up", &ClientProcess::ready);
   if (!ready.ok()) return ready;
 
+  // The machine's steal is context for the reader, not a measurement the point needs: a
+  // failed read leaves it unknown.
+  const absl::StatusOr<MachineCpuSample> machine_before = SampleMachineCpu();
   absl::StatusOr<CpuSample> server_before = SampleProcessCpu(server.child.pid());
   if (!server_before.ok()) return Prefixed("server", server_before.status());
   for (auto& client : clients) {
@@ -581,6 +625,7 @@ absl::StatusOr<LoadReport> RunLoadPoint(const LoadSystem& system, const LoadPoin
   if (!measured.ok()) return measured;
   absl::StatusOr<CpuSample> server_after = SampleProcessCpu(server.child.pid());
   if (!server_after.ok()) return Prefixed("server", server_after.status());
+  const absl::StatusOr<MachineCpuSample> machine_after = SampleMachineCpu();
 
   absl::Status reported =
       Pump(clients, server, report_deadline, "client reports", &ClientProcess::done);
@@ -604,6 +649,9 @@ absl::StatusOr<LoadReport> RunLoadPoint(const LoadSystem& system, const LoadPoin
   add_cpu("server", *server_before, *server_after);
   for (const auto& client : clients) add_cpu(client->name, client->before, client->after);
   for (auto& client : clients) report.clients.push_back(std::move(client->report));
+  if (machine_before.ok() && machine_after.ok()) {
+    report.steal_fraction = StealFraction(*machine_before, *machine_after);
+  }
   return report;
 }
 

@@ -15,6 +15,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <utility>
@@ -270,6 +271,11 @@ TEST(RunLoadPoint, TwoClientsReportTheirStreamsAndEveryProcessesCpu) {
   EXPECT_GE(report->cpu[0].cpu_ns, server_burn_ns - 2 * tick_ns);
   // The closed-loop stream keeps the server busy: its window cannot be empty.
   EXPECT_GT(report->cpu[0].cpu_ns, 0);
+  // The machine's steal over the same window: /proc/stat is readable here, and the window
+  // held busy CPU time, so the fraction is known and a fraction.
+  ASSERT_TRUE(report->steal_fraction.has_value());
+  EXPECT_GE(*report->steal_fraction, 0.0);
+  EXPECT_LE(*report->steal_fraction, 1.0);
 }
 
 TEST(RunLoadPoint, ClientErrorIsThePointsErrorAndNoChildStays) {
@@ -406,6 +412,35 @@ TEST(ProcCpu, ParsesInvoluntarySwitches) {
   ASSERT_TRUE(switches.ok()) << switches.status();
   EXPECT_EQ(*switches, 42);
   EXPECT_FALSE(load_internal::ParseInvoluntarySwitches("voluntary_ctxt_switches:\t1\n").ok());
+}
+
+TEST(ProcCpu, ParsesTheMachinesStealFromProcStat) {
+  // user nice system idle iowait irq softirq steal guest guest_nice: guest time is already in
+  // user, so the total stops at steal.
+  absl::StatusOr<load_internal::MachineCpuSample> sample = load_internal::ParseProcStatCpu(
+      "cpu  100 5 40 800 3 1 2 49 7 0\ncpu0 50 2 20 400 1 0 1 25 3 0\nintr 1 2\n");
+  ASSERT_TRUE(sample.ok()) << sample.status();
+  EXPECT_EQ(sample->total_ticks, 1000);
+  EXPECT_EQ(sample->steal_ticks, 49);
+  // A per-CPU line is not the machine's.
+  EXPECT_FALSE(load_internal::ParseProcStatCpu("cpu0 50 2 20 400 1 0 1 25\n").ok());
+  EXPECT_FALSE(load_internal::ParseProcStatCpu("cpu  100 5 40 800 3 1 2\n").ok());
+  EXPECT_FALSE(load_internal::ParseProcStatCpu("cpu  100 5 40 800 3 1 2 x\n").ok());
+  EXPECT_FALSE(load_internal::ParseProcStatCpu("cpu  100 5 40 800 3 1 2 -4\n").ok());
+  EXPECT_FALSE(load_internal::ParseProcStatCpu("").ok());
+}
+
+TEST(ProcCpu, StealFractionIsStealOverAllTimeBetweenSamples) {
+  const load_internal::MachineCpuSample before{1000, 49};
+  const std::optional<double> steal =
+      load_internal::StealFraction(before, load_internal::MachineCpuSample{1400, 149});
+  ASSERT_TRUE(steal.has_value());
+  EXPECT_DOUBLE_EQ(*steal, 0.25);
+  EXPECT_FALSE(load_internal::StealFraction(before, before).has_value());
+  absl::StatusOr<load_internal::MachineCpuSample> now = load_internal::SampleMachineCpu();
+  ASSERT_TRUE(now.ok()) << now.status();
+  EXPECT_GT(now->total_ticks, 0);
+  EXPECT_LE(now->steal_ticks, now->total_ticks);
 }
 
 TEST(ProcCpu, SamplesThisProcessWithAllItsThreads) {

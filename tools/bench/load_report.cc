@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <optional>
 #include <utility>
 
 #include "absl/strings/ascii.h"
@@ -35,9 +36,19 @@ std::string JsonObject(const std::vector<Extra>& fields) {
   return out;
 }
 
+// "steal_pct" when the harness could read the machine's steal.
+void AddSteal(const std::optional<double>& steal_fraction, std::vector<Extra>* fields) {
+  if (steal_fraction.has_value()) {
+    fields->push_back(Extra::Double("steal_pct", *steal_fraction * 100));
+  }
+}
+
 std::vector<Extra> Head(const LoadReport& report) {
-  return {Extra::String("scenario", report.point.scenario), Extra::String("system", report.system),
-          Extra::String("label", report.point.label)};
+  std::vector<Extra> fields = {Extra::String("scenario", report.point.scenario),
+                               Extra::String("system", report.system),
+                               Extra::String("label", report.point.label)};
+  AddSteal(report.steal_fraction, &fields);
+  return fields;
 }
 
 // The first stream of the point's first client: the one stream of unloaded, cpu and a
@@ -160,6 +171,20 @@ std::string CallProblems(const std::vector<LoadReport>& reports) {
   }
   if (lines.empty()) return "";
   return absl::StrCat("\nCall problems:\n", lines);
+}
+
+std::string StealNote(const std::vector<LoadReport>& reports) {
+  std::vector<std::string> parts;
+  for (const LoadReport& report : reports) {
+    if (!report.steal_fraction.has_value()) continue;
+    parts.push_back(absl::StrFormat("%s %s %.1f%%", report.system, report.point.label,
+                                    *report.steal_fraction * 100));
+  }
+  if (parts.empty()) return "";
+  return absl::StrCat(
+      "\nSteal (the share of the machine's CPU time the hypervisor gave to other guests while "
+      "each point measured): ",
+      absl::StrJoin(parts, ", "), "\n");
 }
 
 // ---- unloaded ----
@@ -367,6 +392,7 @@ WorkloadSummary SummarizeWorkload(const LoadReport& report, absl::string_view wo
   summary.reference = std::string(reference_system);
   summary.buckets = SlowdownByBucket(summary.totals.calls, bucket_uppers, reference);
   summary.own_buckets = SlowdownByBucket(summary.totals.calls, bucket_uppers, own);
+  summary.steal_fraction = report.steal_fraction;
   return summary;
 }
 
@@ -385,6 +411,7 @@ std::string WorkloadJson(const WorkloadSummary& summary, absl::string_view label
       Extra::Int("unfinished", static_cast<int64_t>(summary.totals.unfinished)),
       Extra::Int("late_starts", static_cast<int64_t>(summary.totals.late_starts)),
       Extra::String("reference", summary.reference)};
+  AddSteal(summary.steal_fraction, &fields);
   std::vector<std::string> buckets;
   for (size_t i = 0; i < summary.buckets.size(); ++i) {
     const BucketSlowdown& b = summary.buckets[i];

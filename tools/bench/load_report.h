@@ -15,6 +15,7 @@
 #define HOMARPC_TOOLS_BENCH_LOAD_REPORT_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -67,11 +68,15 @@ std::string FailureList(const std::vector<LoadFailure>& failures);
 // "- <system> <label> <stream>: 3 failed (first: ...), 1 unfinished, 12 late starts", under a
 // "\nCall problems:\n" heading; "" when every call of every stream was fine.
 std::string CallProblems(const std::vector<LoadReport>& reports);
+// "\nSteal (...): <system> <label> 1.2%, ...\n" for the reports whose steal_fraction is
+// known, in their order; "" when none is. A point measured while the hypervisor ran other
+// guests has longer tails for reasons outside both systems; this line lets a reader see that.
+std::string StealNote(const std::vector<LoadReport>& reports);
 
 // ---- unloaded: one point per (size, system), one closed-loop stream with 1 in flight ----
 
-// {"scenario":"unloaded","system":...,"label":...,"size":<request bytes>,"p50_us":...,
-//  "p99_us":...,"p999_us":...,"samples":...,"failed":...,"unfinished":...}
+// {"scenario":"unloaded","system":...,"label":...,["steal_pct":...,]"size":<request bytes>,
+//  "p50_us":...,"p99_us":...,"p999_us":...,"samples":...,"failed":...,"unfinished":...}
 std::string UnloadedJson(const LoadReport& report);
 // | size | system | p50 us | p99 us | p99.9 us | samples | then "### homarpc ÷ grpc" with
 // | size | p50 | p99 | per size both ran. Rows in the order of `reports`.
@@ -90,8 +95,8 @@ struct MixedSummary {
   double bulk_goodput_gbps = 0;  // bulk request + response payload, inside the window
 };
 MixedSummary SummarizeMixed(const LoadReport& report);
-// {"scenario":"mixed","system":...,"label":...,"small_p50_us":...,"small_p99_us":...,
-//  "small_p999_us":...,"small_samples":...,"small_late_starts":...,"small_failed":...,
+// {"scenario":"mixed","system":...,"label":...,["steal_pct":...,]"small_p50_us":...,
+//  "small_p99_us":...,"small_p999_us":...,"small_samples":...,"small_late_starts":...,"small_failed":...,
 //  "bulk_goodput_gbps":...,"bulk_calls":...,"bulk_failed":...,"unfinished":...}
 std::string MixedJson(const LoadReport& report);
 // One row per report: | variant | system | small p50 us | small p99 us | small p99.9 us |
@@ -111,8 +116,8 @@ std::string MixedCdf(const LoadReport& report);
 // for each report that completed calls.
 std::vector<std::pair<uint64_t, int64_t>> CalibrationPoints(
     const std::vector<LoadReport>& calibration);
-// {"scenario":"workload","system":...,"label":...,"point":"calibration","workload":...,
-//  "size":...,"p50_us":...,"p99_us":...,"samples":...}
+// {"scenario":"workload","system":...,"label":...,["steal_pct":...,]"point":"calibration",
+//  "workload":...,"size":...,"p50_us":...,"p99_us":...,"samples":...}
 std::string CalibrationJson(const LoadReport& report, absl::string_view workload);
 
 struct WorkloadSummary {
@@ -125,6 +130,7 @@ struct WorkloadSummary {
   std::string reference;                // whose unloaded latency `buckets` divide by
   std::vector<BucketSlowdown> buckets;  // slowdown against `reference`
   std::vector<BucketSlowdown> own_buckets;  // slowdown against this system's own unloaded
+  std::optional<double> steal_fraction;     // the report's (load.h)
 };
 // `report` ran streams of sizes drawn from `workload` only (one per client, each with its own
 // name); `load` is what they offered together.
@@ -134,7 +140,7 @@ WorkloadSummary SummarizeWorkload(const LoadReport& report, absl::string_view wo
                                   absl::string_view reference_system, const UnloadedLatency& own);
 // {"scenario":"workload","system":...,"label":...,"point":"load","workload":...,"load":...,
 //  "link_mbps":...,"achieved_load":...,"calls":...,"failed":...,"unfinished":...,
-//  "late_starts":...,"reference":...,"buckets":[{"upper_bytes":...,"calls":...,
+//  "late_starts":...,"reference":...,["steal_pct":...,]"buckets":[{"upper_bytes":...,"calls":...,
 //  "p50_slowdown":...,"p99_slowdown":...,"p99_slowdown_own":...,"p50_us":...,"p99_us":...},...]}
 std::string WorkloadJson(const WorkloadSummary& summary, absl::string_view label);
 // One (workload, load)'s section: "### <w> at <load%> load", a line with the offered and
@@ -176,8 +182,8 @@ struct CpuSummary {
   StreamTotals totals;  // every stream of the point (GatherAllStreams)
 };
 CpuSummary SummarizeCpu(const LoadReport& report);
-// {"scenario":"cpu","system":...,"label":...,"rate":<calls per second offered>,"calls":...,
-//  "client_us_per_rpc":...,"server_us_per_rpc":...,"total_us_per_rpc":...,
+// {"scenario":"cpu","system":...,"label":...,["steal_pct":...,]"rate":<calls per second offered>,
+//  "calls":...,"client_us_per_rpc":...,"server_us_per_rpc":...,"total_us_per_rpc":...,
 //  "client_involuntary_switches":...,"server_involuntary_switches":...,"failed":...,
 //  "late_starts":...}
 std::string CpuJson(const LoadReport& report);

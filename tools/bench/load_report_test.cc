@@ -236,6 +236,25 @@ TEST(LoadReport, MixedJson) {
             "\"bulk_goodput_gbps\":0.671,\"bulk_calls\":11,\"bulk_failed\":0,\"unfinished\":0}");
 }
 
+TEST(LoadReport, StealGoesIntoTheJsonAndANoteWhenKnown) {
+  LoadReport known = MixedReport("homarpc", "mixed", 10, Tail(40, 100, 250));
+  known.steal_fraction = 0.1234;
+  EXPECT_EQ(MixedJson(known),
+            "{\"scenario\":\"mixed\",\"system\":\"homarpc\",\"label\":\"mixed\","
+            "\"steal_pct\":12.340,"
+            "\"small_p50_us\":40.000,\"small_p99_us\":100.000,\"small_p999_us\":250.000,"
+            "\"small_samples\":100,\"small_late_starts\":0,\"small_failed\":0,"
+            "\"bulk_goodput_gbps\":0.671,\"bulk_calls\":11,\"bulk_failed\":0,\"unfinished\":0}");
+  const LoadReport unknown = MixedReport("grpc", "mixed", 10, Tail(40, 100, 250));
+  LoadReport idle = MixedReport("grpc", "mixed-shared", 10, Tail(40, 100, 250));
+  idle.steal_fraction = 0.0;
+  EXPECT_EQ(StealNote({}), "");
+  EXPECT_EQ(StealNote({unknown}), "");
+  EXPECT_EQ(StealNote({unknown, known, idle}),
+            "\nSteal (the share of the machine's CPU time the hypervisor gave to other guests "
+            "while each point measured): homarpc mixed 12.3%, grpc mixed-shared 0.0%\n");
+}
+
 TEST(LoadReport, MixedCdfKeepsEverySampleUpTo2000) {
   std::vector<CallRecord> small = Calls(1, 30, 64, 64);
   Append(small, Calls(1, 10, 64, 64));
@@ -333,6 +352,14 @@ TEST(LoadReport, WorkloadJsonAndData) {
                               "\"p99_slowdown_own\":4.000,\"p50_us\":80.000,\"p99_us\":80.000},"
                               "{\"upper_bytes\":1000,"));
   EXPECT_THAT(json, HasSubstr("]}"));
+  // A summary keeps its report's steal, and the line carries it before the buckets.
+  LoadReport stolen = WorkloadReport("homarpc", 20, 300);
+  stolen.steal_fraction = 0.05;
+  const UnloadedLatency reference({{100, 10 * kMicro}, {1000, 100 * kMicro}});
+  EXPECT_THAT(WorkloadJson(SummarizeWorkload(stolen, "w3", 0.5, kUppers, reference, "homarpc",
+                                             reference),
+                           "w3 50%"),
+              HasSubstr("\"reference\":\"homarpc\",\"steal_pct\":5.000,\"buckets\":["));
   EXPECT_EQ(WorkloadDataName("w3", 0.8, "grpc"), "workload-w3-80-grpc.dat");
   EXPECT_EQ(WorkloadData(s[1]),
             "# bucket_upper_bytes p50_slowdown p99_slowdown calls\n100 2.000 2.000 200\n"

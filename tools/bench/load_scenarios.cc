@@ -260,7 +260,7 @@ std::string RunUnloaded(Runner& runner) {
   for (const auto& system : runner.systems()) {
     runner.Data(UnloadedDataName(system->name()), UnloadedData(reports, system->name()));
   }
-  return absl::StrCat(UnloadedTable(reports), CallProblems(reports));
+  return absl::StrCat(UnloadedTable(reports), CallProblems(reports), StealNote(reports));
 }
 
 // ---- mixed ----
@@ -295,7 +295,7 @@ std::string RunMixed(Runner& runner) {
       reports.push_back(*std::move(report));
     }
   }
-  return absl::StrCat(MixedTable(reports), CallProblems(reports));
+  return absl::StrCat(MixedTable(reports), CallProblems(reports), StealNote(reports));
 }
 
 // ---- workload ----
@@ -334,7 +334,7 @@ std::string RunWorkload(Runner& runner) {
   }
   const int clients = static_cast<int>(runner.hosts().size());
   std::string out;
-  std::vector<LoadReport> all_reports;  // for CallProblems
+  std::vector<LoadReport> all_reports;  // for CallProblems and StealNote
   for (const std::string& name : options.workloads) {
     absl::StatusOr<Workload> parsed = Workload::BuiltIn(name);
     if (!parsed.ok()) {
@@ -407,7 +407,7 @@ std::string RunWorkload(Runner& runner) {
       if (!summaries.empty()) absl::StrAppend(&out, WorkloadTable(summaries), "\n");
     }
   }
-  return absl::StrCat(out, CallProblems(all_reports));
+  return absl::StrCat(out, CallProblems(all_reports), StealNote(all_reports));
 }
 
 // ---- cpu ----
@@ -424,7 +424,7 @@ std::string RunCpu(Runner& runner) {
     runner.Json(CpuJson(*report));
     reports.push_back(*std::move(report));
   }
-  return absl::StrCat(CpuTable(reports), CallProblems(reports));
+  return absl::StrCat(CpuTable(reports), CallProblems(reports), StealNote(reports));
 }
 
 }  // namespace
