@@ -108,6 +108,7 @@ class WorkerPool final : public Executor {
     // Handlers are mostly short, and a request waiting for a worker waits on the scheduler: a
     // short slice lets a woken worker run ahead of a long handler (transport/sched.h).
     transport::RequestShortSlice();
+    transport::NameThisThread("hrpc-worker");
     for (;;) {
       if (spin_nanos_ > 0 && queued_.load(std::memory_order_acquire) == 0) MaybeSpin();
       mu_.Lock();

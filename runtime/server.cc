@@ -54,6 +54,7 @@
 #include "runtime/target.h"
 #include "transport/clock.h"
 #include "transport/log.h"
+#include "transport/sched.h"
 
 namespace homarpc {
 namespace internal {
@@ -298,6 +299,7 @@ void ServerImpl::FinalizeCall(ServerCall* call) {
 }
 
 void ServerImpl::DeadlineTimerMain() {
+  transport::NameThisThread("hrpc-deadline");
   std::vector<ServerCall*> due;
   calls_mu_.Lock();
   while (!timer_stop_) {

@@ -12,6 +12,7 @@
 //
 // Scheduler slice: a loop thread asks for a short one (transport/sched.h), so that a loop
 // woken by a packet runs at once rather than after the slice of a thread doing batch work.
+// It is also named "hrpc-loop<index>" there, for profiles and scheduling traces.
 //
 // Direct sends: a caller on another thread that finds the loop asleep sends a one-packet
 // request itself (PrepareDirect + SendDirect) instead of waking the loop to send it; waking a
@@ -195,6 +196,7 @@ bool Loop::RunPosted() {
 
 void Loop::Run() {
   thread_id_.store(std::this_thread::get_id());
+  NameThisThread(absl::StrCat("hrpc-loop", index_));
   RequestShortSlice();
   RunUntil([this] { return stop_.load(std::memory_order_relaxed); });
   Shutdown();

@@ -2,10 +2,12 @@
 #include "transport/sched.h"
 
 #include <sched.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 
 namespace homarpc::transport {
@@ -40,6 +42,13 @@ bool RequestShortSlice(uint64_t slice_nanos) {
   attr.sched_nice = nice;
   attr.sched_runtime = slice_nanos;
   return syscall(SYS_sched_setattr, 0, &attr, 0) == 0;
+}
+
+bool NameThisThread(absl::string_view name) {
+  char buffer[kMaxThreadNameBytes + 1] = {};
+  const size_t n = std::min(name.size(), kMaxThreadNameBytes);
+  std::copy_n(name.data(), n, buffer);
+  return prctl(PR_SET_NAME, buffer, 0, 0, 0) == 0;
 }
 
 }  // namespace homarpc::transport

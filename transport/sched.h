@@ -1,5 +1,5 @@
-// sched: scheduler hints for the threads that carry RPCs (transport loops, the runtime's
-// handler workers).
+// sched: how the threads that carry RPCs (transport loops, the runtime's handler workers and
+// timers) present themselves to the kernel: a scheduler hint and a name.
 //
 // RequestShortSlice() asks the kernel for a short scheduler slice for the calling thread. Such
 // a thread runs briefly and then waits, and what it does next (pass a request on, complete a
@@ -12,10 +12,19 @@
 // thread's share of the CPU does not change, only how finely it is cut. Linux honours the
 // request for SCHED_OTHER since 6.12 (sched_attr.sched_runtime); older kernels ignore it.
 // Failure is harmless and ignored. Any thread; affects only the calling thread.
+//
+// NameThisThread() gives the calling thread a name that top -H, ps -L, perf and gdb show
+// (/proc/<pid>/task/<tid>/comm): homarpc's threads are "hrpc-loop<N>" (a transport loop, N
+// its index in the endpoint), "hrpc-worker" (a sync handler) and "hrpc-deadline" (a server's
+// deadline timer), so a profile or a scheduling trace says which of them ran or waited
+// instead of showing every thread as the program. Linux keeps 15 bytes; longer names are cut.
 #ifndef HOMARPC_TRANSPORT_SCHED_H_
 #define HOMARPC_TRANSPORT_SCHED_H_
 
+#include <cstddef>
 #include <cstdint>
+
+#include "absl/strings/string_view.h"
 
 namespace homarpc::transport {
 
@@ -23,6 +32,11 @@ inline constexpr uint64_t kShortSliceNanos = 100 * 1000;
 
 // Returns whether the kernel accepted the request (false on kernels without the call).
 bool RequestShortSlice(uint64_t slice_nanos = kShortSliceNanos);
+
+inline constexpr size_t kMaxThreadNameBytes = 15;  // the kernel's TASK_COMM_LEN - 1
+
+// Returns whether the kernel took the name (the first kMaxThreadNameBytes bytes of it).
+bool NameThisThread(absl::string_view name);
 
 }  // namespace homarpc::transport
 
