@@ -44,6 +44,13 @@ bool RequestShortSlice(uint64_t slice_nanos) {
   return syscall(SYS_sched_setattr, 0, &attr, 0) == 0;
 }
 
+uint64_t ThisThreadsSliceNanos() {
+  SchedAttr attr{};
+  attr.size = sizeof(attr);
+  if (syscall(SYS_sched_getattr, 0, &attr, sizeof(attr), 0) != 0) return 0;
+  return attr.sched_runtime;
+}
+
 bool NameThisThread(absl::string_view name) {
   char buffer[kMaxThreadNameBytes + 1] = {};
   const size_t n = std::min(name.size(), kMaxThreadNameBytes);

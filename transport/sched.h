@@ -32,6 +32,9 @@ inline constexpr uint64_t kShortSliceNanos = 100 * 1000;
 
 // Returns whether the kernel accepted the request (false on kernels without the call).
 bool RequestShortSlice(uint64_t slice_nanos = kShortSliceNanos);
+// The calling thread's slice as the kernel reports it (sched_getattr's sched_runtime; for a
+// SCHED_OTHER thread on Linux 6.12+ the slice it runs with), 0 when the kernel cannot say.
+uint64_t ThisThreadsSliceNanos();
 
 inline constexpr size_t kMaxThreadNameBytes = 15;  // the kernel's TASK_COMM_LEN - 1
 
