@@ -34,12 +34,14 @@
 #include <cerrno>
 #include <cstring>
 #include <new>
+#include <optional>
 #include <string>
 #include <utility>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "tools/bench/child_process.h"
+#include "tools/bench/machine_cpu.h"
 #include "tools/bench/stats.h"
 #include "transport/clock.h"
 #include "transport/errors.h"
@@ -241,6 +243,7 @@ absl::StatusOr<Result> RunPoint(const System& system, const Point& point) {
     return absl::InternalError("server reported no port");
   }
 
+  const StealMeter steal;  // from the client's start to its report, as context (machine_cpu.h)
   Pipe client_pipe;
   if (!client_pipe.ok()) return ErrnoToStatus(errno, "pipe");
   const pid_t client_pid = ForkChild();
@@ -256,6 +259,7 @@ absl::StatusOr<Result> RunPoint(const System& system, const Point& point) {
   absl::StatusOr<ChildReport> client_report = CollectReport(
       client_pipe.read_fd(), NowNanos() + point.duration_ns + kClientGraceMillis * 1000000, client,
       "client");
+  const std::optional<double> steal_fraction = steal.Fraction();
   control->stop.store(1, std::memory_order_relaxed);
   absl::StatusOr<ChildReport> server_report = CollectReport(
       server_pipe.read_fd(), NowNanos() + kServerGraceMillis * 1000000, server, "server");
@@ -273,6 +277,9 @@ absl::StatusOr<Result> RunPoint(const System& system, const Point& point) {
       Extra::Int("client_involuntary_switches", client_report->usage.involuntary_switches));
   result.extras.push_back(
       Extra::Int("server_involuntary_switches", server_report->usage.involuntary_switches));
+  if (steal_fraction.has_value()) {
+    result.extras.push_back(Extra::Double("steal_pct", *steal_fraction * 100));
+  }
   for (Extra& extra : server_report->samples.extras) result.extras.push_back(std::move(extra));
   return result;
 }

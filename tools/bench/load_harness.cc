@@ -70,6 +70,7 @@
 #include "tools/bench/harness.h"
 #include "tools/bench/load.h"
 #include "tools/bench/load_internal.h"
+#include "tools/bench/machine_cpu.h"
 #include "transport/clock.h"
 #include "transport/errors.h"
 
@@ -236,50 +237,12 @@ absl::StatusOr<CpuSample> SampleProcessCpu(int pid) {
   return sample;
 }
 
-absl::StatusOr<MachineCpuSample> ParseProcStatCpu(absl::string_view proc_stat) {
-  for (absl::string_view line : absl::StrSplit(proc_stat, '\n')) {
-    if (!absl::ConsumePrefix(&line, "cpu ")) continue;
-    const std::vector<absl::string_view> fields = absl::StrSplit(line, ' ', absl::SkipEmpty());
-    // user nice system idle iowait irq softirq steal [guest guest_nice]
-    constexpr size_t kSteal = 7;
-    if (fields.size() <= kSteal) return absl::InternalError("short cpu line in /proc/stat");
-    MachineCpuSample sample;
-    for (size_t i = 0; i <= kSteal; ++i) {
-      int64_t ticks = 0;
-      if (!absl::SimpleAtoi(fields[i], &ticks) || ticks < 0) {
-        return absl::InternalError("malformed cpu line in /proc/stat");
-      }
-      sample.total_ticks += ticks;
-      if (i == kSteal) sample.steal_ticks = ticks;
-    }
-    return sample;
-  }
-  return absl::InternalError("no cpu line in /proc/stat");
-}
-
-absl::StatusOr<MachineCpuSample> SampleMachineCpu() {
-  absl::StatusOr<std::string> stat = ReadProcFile("/proc/stat");
-  if (!stat.ok()) return stat.status();
-  return ParseProcStatCpu(*stat);
-}
-
-std::optional<double> StealFraction(const MachineCpuSample& before,
-                                    const MachineCpuSample& after) {
-  const int64_t total = after.total_ticks - before.total_ticks;
-  if (total <= 0) return std::nullopt;
-  const int64_t steal = std::max<int64_t>(after.steal_ticks - before.steal_ticks, 0);
-  return static_cast<double>(steal) / static_cast<double>(total);
-}
-
 }  // namespace load_internal
 
 namespace {
 
 using load_internal::CpuSample;
-using load_internal::MachineCpuSample;
-using load_internal::SampleMachineCpu;
 using load_internal::SampleProcessCpu;
-using load_internal::StealFraction;
 
 constexpr char kTagReady = 'R';
 constexpr char kTagMeasured = 'M';
@@ -606,7 +569,7 @@ absl::StatusOr<LoadReport> RunLoadPoint(const LoadSystem& system, const LoadPoin
 
   // The machine's steal is context for the reader, not a measurement the point needs: a
   // failed read leaves it unknown.
-  const absl::StatusOr<MachineCpuSample> machine_before = SampleMachineCpu();
+  const StealMeter steal;
   absl::StatusOr<CpuSample> server_before = SampleProcessCpu(server.child.pid());
   if (!server_before.ok()) return Prefixed("server", server_before.status());
   for (auto& client : clients) {
@@ -625,7 +588,7 @@ absl::StatusOr<LoadReport> RunLoadPoint(const LoadSystem& system, const LoadPoin
   if (!measured.ok()) return measured;
   absl::StatusOr<CpuSample> server_after = SampleProcessCpu(server.child.pid());
   if (!server_after.ok()) return Prefixed("server", server_after.status());
-  const absl::StatusOr<MachineCpuSample> machine_after = SampleMachineCpu();
+  const std::optional<double> steal_fraction = steal.Fraction();
 
   absl::Status reported =
       Pump(clients, server, report_deadline, "client reports", &ClientProcess::done);
@@ -649,9 +612,7 @@ absl::StatusOr<LoadReport> RunLoadPoint(const LoadSystem& system, const LoadPoin
   add_cpu("server", *server_before, *server_after);
   for (const auto& client : clients) add_cpu(client->name, client->before, client->after);
   for (auto& client : clients) report.clients.push_back(std::move(client->report));
-  if (machine_before.ok() && machine_after.ok()) {
-    report.steal_fraction = StealFraction(*machine_before, *machine_after);
-  }
+  report.steal_fraction = steal_fraction;
   return report;
 }
 

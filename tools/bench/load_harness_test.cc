@@ -414,35 +414,6 @@ TEST(ProcCpu, ParsesInvoluntarySwitches) {
   EXPECT_FALSE(load_internal::ParseInvoluntarySwitches("voluntary_ctxt_switches:\t1\n").ok());
 }
 
-TEST(ProcCpu, ParsesTheMachinesStealFromProcStat) {
-  // user nice system idle iowait irq softirq steal guest guest_nice: guest time is already in
-  // user, so the total stops at steal.
-  absl::StatusOr<load_internal::MachineCpuSample> sample = load_internal::ParseProcStatCpu(
-      "cpu  100 5 40 800 3 1 2 49 7 0\ncpu0 50 2 20 400 1 0 1 25 3 0\nintr 1 2\n");
-  ASSERT_TRUE(sample.ok()) << sample.status();
-  EXPECT_EQ(sample->total_ticks, 1000);
-  EXPECT_EQ(sample->steal_ticks, 49);
-  // A per-CPU line is not the machine's.
-  EXPECT_FALSE(load_internal::ParseProcStatCpu("cpu0 50 2 20 400 1 0 1 25\n").ok());
-  EXPECT_FALSE(load_internal::ParseProcStatCpu("cpu  100 5 40 800 3 1 2\n").ok());
-  EXPECT_FALSE(load_internal::ParseProcStatCpu("cpu  100 5 40 800 3 1 2 x\n").ok());
-  EXPECT_FALSE(load_internal::ParseProcStatCpu("cpu  100 5 40 800 3 1 2 -4\n").ok());
-  EXPECT_FALSE(load_internal::ParseProcStatCpu("").ok());
-}
-
-TEST(ProcCpu, StealFractionIsStealOverAllTimeBetweenSamples) {
-  const load_internal::MachineCpuSample before{1000, 49};
-  const std::optional<double> steal =
-      load_internal::StealFraction(before, load_internal::MachineCpuSample{1400, 149});
-  ASSERT_TRUE(steal.has_value());
-  EXPECT_DOUBLE_EQ(*steal, 0.25);
-  EXPECT_FALSE(load_internal::StealFraction(before, before).has_value());
-  absl::StatusOr<load_internal::MachineCpuSample> now = load_internal::SampleMachineCpu();
-  ASSERT_TRUE(now.ok()) << now.status();
-  EXPECT_GT(now->total_ticks, 0);
-  EXPECT_LE(now->steal_ticks, now->total_ticks);
-}
-
 TEST(ProcCpu, SamplesThisProcessWithAllItsThreads) {
   // A second thread uses 100 ms of CPU and exits between the samples: the process's total
   // still counts it (dead threads included), give or take the samples' clock ticks.

@@ -8,7 +8,6 @@
 #define HOMARPC_TOOLS_BENCH_LOAD_INTERNAL_H_
 
 #include <cstdint>
-#include <optional>
 #include <random>
 #include <string>
 
@@ -68,22 +67,6 @@ absl::StatusOr<int64_t> ParseInvoluntarySwitches(absl::string_view status);
 // thread group's), but /proc/<pid>/status counts only the main thread's switches, so those are
 // summed over /proc/<pid>/task/*/status.
 absl::StatusOr<CpuSample> SampleProcessCpu(int pid);
-
-// The whole machine's CPU time, from the "cpu " line of /proc/stat, in clock ticks: what the
-// kernel spent (user, nice, system, idle, iowait, irq, softirq) plus steal, the time a
-// virtual machine's CPUs were ready to run but the hypervisor ran something else. guest and
-// guest_nice are already inside user and nice, so they are not added again.
-struct MachineCpuSample {
-  int64_t total_ticks = 0;
-  int64_t steal_ticks = 0;
-};
-// INTERNAL when the text has no "cpu " line or it has fewer than the eight fields up to steal
-// (kernels before 2.6.11) or a field is not a number.
-absl::StatusOr<MachineCpuSample> ParseProcStatCpu(absl::string_view proc_stat);
-absl::StatusOr<MachineCpuSample> SampleMachineCpu();
-// Steal as a fraction of all CPU time between two samples; nullopt when no time passed.
-std::optional<double> StealFraction(const MachineCpuSample& before,
-                                    const MachineCpuSample& after);
 
 }  // namespace homarpc::bench::load_internal
 
