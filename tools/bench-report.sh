@@ -487,7 +487,7 @@ queue_cell() {
 }
 
 # steal_cell JSONL: the hypervisor's steal during the run's points (homarpc-bench's steal_pct:
-# the share of the machine's CPU time given to other guests while a point measured), per
+# the share of time the machine's CPUs were ready but not run while a point measured), per
 # system: mean over its points and the largest; "?" without a file or without the field.
 steal_cell() {
   [[ -f "$1" ]] || { echo "?"; return; }
@@ -889,9 +889,10 @@ of its link rate. "mode" is how the run was made: \`quick\` (\`--quick\`, short 
 \`full\`.
 
 The last column is the hypervisor's steal while the run's points measured (the share of this
-machine's CPU time that went to other guests; mean over each system's points, and the largest):
-on a shared VM it changes a run's tails more than anything in either system, so compare runs
-with similar steal.
+machine's CPU time during which its CPUs were ready to run but the host ran other guests or its
+own work; mean over each system's points, and the largest): on this VM it changes a run's tails
+more than anything in either system, so compare runs with similar steal. Some of it follows the
+workload itself (`tools/bench/machine_cpu.h`).
 
 | run | mode | link rate | queue per priority | priorities | measuring time per point | exit status | steal |
 |---|---|---|---|---|---|---|---|

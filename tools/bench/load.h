@@ -165,8 +165,9 @@ struct LoadReport {
   LoadPoint point;
   std::vector<ClientReport> clients;  // in LoadPoint::clients order
   std::vector<ProcessCpu> cpu;        // server first, then the clients in order
-  // The whole machine's steal over the measuring phase (/proc/stat): the share of CPU time the
-  // hypervisor gave to other guests. Unset where /proc/stat could not be read.
+  // The whole machine's steal over the measuring phase (/proc/stat): the share of time the VM's
+  // CPUs were ready to run but the host did not run them (machine_cpu.h). Unset where
+  // /proc/stat could not be read.
   std::optional<double> steal_fraction;
 };
 

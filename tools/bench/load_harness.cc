@@ -32,8 +32,8 @@
 // client's second sample — before exiting, so the parent never samples a dead process.
 // Clock-tick resolution (usually 10 ms) is enough for phases of seconds. The machine's steal
 // (/proc/stat) is sampled around the same window, from just before the first sample to just
-// after the server's last: the share of CPU time a hypervisor gave to other guests, which on a
-// shared VM explains more of a run-to-run difference in tails than anything in the systems.
+// after the server's last: the share of time the VM's CPUs were ready but not run, which on
+// this VM explains more of a run-to-run difference in tails than anything in the systems.
 //
 // Reports carry up to millions of call records: they go as raw CallRecord arrays (plain data;
 // both ends are this binary on this machine), through pipes enlarged to 1 MiB when the kernel

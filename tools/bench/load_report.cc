@@ -182,8 +182,8 @@ std::string StealNote(const std::vector<LoadReport>& reports) {
   }
   if (parts.empty()) return "";
   return absl::StrCat(
-      "\nSteal (the share of the machine's CPU time the hypervisor gave to other guests while "
-      "each point measured): ",
+      "\nSteal (the share of the machine's CPU time its CPUs were ready to run but the host ran "
+      "other guests or its own work, while each point measured): ",
       absl::StrJoin(parts, ", "), "\n");
 }
 

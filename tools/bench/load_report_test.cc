@@ -251,8 +251,9 @@ TEST(LoadReport, StealGoesIntoTheJsonAndANoteWhenKnown) {
   EXPECT_EQ(StealNote({}), "");
   EXPECT_EQ(StealNote({unknown}), "");
   EXPECT_EQ(StealNote({unknown, known, idle}),
-            "\nSteal (the share of the machine's CPU time the hypervisor gave to other guests "
-            "while each point measured): homarpc mixed 12.3%, grpc mixed-shared 0.0%\n");
+            "\nSteal (the share of the machine's CPU time its CPUs were ready to run but the host "
+            "ran other guests or its own work, while each point measured): homarpc mixed 12.3%, "
+            "grpc mixed-shared 0.0%\n");
 }
 
 TEST(LoadReport, MixedCdfKeepsEverySampleUpTo2000) {

@@ -1,8 +1,11 @@
 // machine_cpu: the whole machine's CPU time from /proc/stat, for the hypervisor's steal while a
-// benchmark point measured (the share of CPU time a virtual machine's CPUs were ready to run
-// but the hypervisor ran other guests). On a shared VM, steal moves tails more than anything in
-// the systems measured, so the harnesses record it beside every point (harness.h: the extra
-// steal_pct; load.h: LoadReport::steal_fraction).
+// benchmark point measured: the share of time this virtual machine's CPUs were ready to run but
+// did not, because the host ran other guests or its own work. On the 2-CPU VM this project is
+// measured on it moves tails more than anything in the systems measured, and it is not only the
+// neighbours': in the same minutes (2026-12-02) gRPC's unary points read 27-33% and homarpc's
+// 7-31% while the busy-polled udp-floor read 0-3% and a blocking one 0.4-2.5%, so a workload's
+// own pattern (threads, wake-ups) seems to draw some of it. The harnesses record it beside
+// every point (harness.h: the extra steal_pct; load.h: LoadReport::steal_fraction).
 #ifndef HOMARPC_TOOLS_BENCH_MACHINE_CPU_H_
 #define HOMARPC_TOOLS_BENCH_MACHINE_CPU_H_
 
