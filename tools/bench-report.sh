@@ -261,7 +261,8 @@ machine_info() {
 cpu_latency_state="as-is (--cpu-latency=as-is)"
 hold_cpu_latency() {
   [[ "$cpu_latency" == hold ]] || return 0
-  if exec {cpu_latency_fd}>/dev/cpu_dma_latency 2>/dev/null &&
+  # The braces keep the 2>/dev/null to the exec: on a bare `exec` it would stay for the script.
+  if { exec {cpu_latency_fd}>/dev/cpu_dma_latency; } 2>/dev/null &&
     printf '\0\0\0\0' >&"$cpu_latency_fd" 2>/dev/null; then
     cpu_latency_state="held at 0 us (/dev/cpu_dma_latency) for the whole run"
     log "holding a CPU wake-up latency of 0 us (/dev/cpu_dma_latency) for the run"
@@ -383,6 +384,10 @@ run_all() {
   grep -q -- '-json_out' <<<"$flags" ||
     die "$bench has no --json_out flag, which the report's targets are computed from: rebuild it (drop --no-build)"
 
+  # What machine.txt says, taken before this run removes the earlier run's files (which git
+  # would otherwise count as uncommitted changes of the commit being measured).
+  local machine_text
+  machine_text="$(machine_info)"
   mkdir -p "$data"
   (
     cd "$data"
@@ -410,7 +415,7 @@ run_all() {
     # holds its own date and mode).
     echo "rerun=$(date -u '+%Y-%m-%d %H:%M:%S UTC'): $invocation" >>"$data/machine.txt"
   else
-    machine_info >"$data/machine.txt"
+    echo "$machine_text" >"$data/machine.txt"
   fi
 
   local s w ms
@@ -737,13 +742,22 @@ Two runs made only to explain the rows above that miss their goal, judged by the
   afresh each call and unmaps again; homarpc now recycles large response objects per method
   (`runtime/message_pool.h`), which cut page faults by two thirds and the small calls' p99
   from 7-24 ms to 1.1-1.7 ms (2026-12-02, `perf stat -e page-faults`, homarpc alone, A/B with
-  the build before). What is left: the client parsing each 8 MiB response into a fresh
-  object (the application's), and a bump of ~1% of small calls at ~1 ms (`--calls_dir`
-  shows them; not yet explained: a scheduler slice or a timer tick).
+  the build before). What is left was traced on 2026-12-02 with `perf sched` (homarpc's
+  threads are named `hrpc-loop<N>`, `hrpc-worker`): the bulk client's loop and the server's
+  loop each held a core for stretches of several milliseconds (up to 9 ms between context
+  switches), receiving, assembling and parsing 0.88 Gbit/s and sending it, and the small-call
+  client's loop, woken by a response, waited for a core: more than 0.3 ms on 0.5% of its
+  wake-ups, more than 1 ms on 0.1%, the bump of small calls at ~1 ms that sets the p99. It is
+  CPU, not busy-polling: with `--spin_us=0` the bulk client's loop still ran ~95% of the time
+  and the p99 stayed at 0.8-1.2 ms (A/B, homarpc alone, 10 s each). In that day's full run
+  the 256 KiB variant's p99 (below) was no better than the 8 MiB one's, where an earlier run
+  had found 469 us: the two cores, not the message size, decide it.
 - **`workload-w3-low`**: W3 at 10% load, where neither link nor CPU is busy. Slowdown divides
   by a closed-loop unloaded latency, whose threads never sleep; an open-loop call at a low
-  rate finds them asleep and pays a wake-up (~50 us on this machine, measured before) at each
-  hop. The p99 slowdown this run measures is the floor the 50% rows stand on.
+  rate finds them asleep and pays a wake-up at each hop (~50 us on this machine with its CPUs
+  as they are; less with the wake-up latency request held, see "Reading these numbers", which
+  also makes the reference faster). The p99 slowdown this run measures is the floor the 50%
+  rows stand on.
 
 | target | homarpc | gRPC | measured | goal | met |
 |---|---|---|---|---|---|
