@@ -256,8 +256,9 @@ machine_info() {
 
 # hold_cpu_latency: with --cpu-latency=hold, opens /dev/cpu_dma_latency and writes 0 (as a
 # binary s32, which the kernel takes when exactly 4 bytes come); the request lasts while any
-# process holds the file open, here this script (and the children that inherit the
-# descriptor), so it ends with the run. Sets cpu_latency_state for machine.txt.
+# process holds the file open: this script and the children that inherit the descriptor, so
+# it ends with the run (a child left running after a SIGKILL would keep it). Sets
+# cpu_latency_state for machine.txt and each run's .info.
 cpu_latency_state="as-is (--cpu-latency=as-is)"
 hold_cpu_latency() {
   [[ "$cpu_latency" == hold ]] || return 0
@@ -267,6 +268,7 @@ hold_cpu_latency() {
     cpu_latency_state="held at 0 us (/dev/cpu_dma_latency) for the whole run"
     log "holding a CPU wake-up latency of 0 us (/dev/cpu_dma_latency) for the run"
   else
+    [[ -z "${cpu_latency_fd:-}" ]] || exec {cpu_latency_fd}>&-
     cpu_latency_state="as-is: /dev/cpu_dma_latency could not be held"
     log "could not hold /dev/cpu_dma_latency: measuring the machine as it is"
   fi
@@ -318,6 +320,7 @@ run_bench() {
     echo "priorities=$prios"
     echo "hosts=$hosts"
     echo "duration_ms=$ms"
+    echo "cpu_latency=$cpu_latency_state"
     echo "rc=$rc"
     echo "command=$command"
   } >"$data/$id.info"
@@ -955,7 +958,7 @@ The last column is the hypervisor's steal while the run's points measured (the s
 machine's CPU time during which its CPUs were ready to run but the host ran other guests or its
 own work; mean over each system's points, and the largest): on this VM it changes a run's tails
 more than anything in either system, so compare runs with similar steal. Some of it follows the
-workload itself (`tools/bench/machine_cpu.h`).
+workload itself (\`tools/bench/machine_cpu.h\`).
 
 | run | mode | link rate | queue per priority | priorities | measuring time per point | exit status | steal |
 |---|---|---|---|---|---|---|---|

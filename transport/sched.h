@@ -14,9 +14,9 @@
 // Failure is harmless and ignored. Any thread; affects only the calling thread.
 //
 // NameThisThread() gives the calling thread a name that top -H, ps -L, perf and gdb show
-// (/proc/<pid>/task/<tid>/comm): homarpc's threads are "hrpc-loop<N>" (a transport loop, N
-// its index in the endpoint), "hrpc-worker" (a sync handler) and "hrpc-deadline" (a server's
-// deadline timer), so a profile or a scheduling trace says which of them ran or waited
+// (/proc/<pid>/task/<tid>/comm): homarpc's long-lived threads are "hrpc-loop<N>" (a transport
+// loop, N its index in the endpoint), "hrpc-worker" (a sync handler) and "hrpc-deadline" (a
+// server's deadline timer), so a profile or a scheduling trace says which of them ran or waited
 // instead of showing every thread as the program. Linux keeps 15 bytes; longer names are cut.
 #ifndef HOMARPC_TRANSPORT_SCHED_H_
 #define HOMARPC_TRANSPORT_SCHED_H_

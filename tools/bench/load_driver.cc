@@ -62,6 +62,7 @@
 #include "tools/bench/load_internal.h"
 #include "tools/bench/workload.h"
 #include "transport/clock.h"
+#include "transport/sched.h"
 
 namespace homarpc::bench {
 namespace load_internal {
@@ -295,7 +296,7 @@ void Launch(std::shared_ptr<StreamRun> run, uint64_t request_bytes) {
 void RunSender(const std::shared_ptr<StreamRun>& run, absl::Notification* done_starting,
                const absl::Notification* release) {
   prctl(PR_SET_TIMERSLACK, kTimerSlackNanos, 0, 0, 0);
-  prctl(PR_SET_NAME, "bench-sender", 0, 0, 0);  // apart from homarpc's hrpc-* threads
+  transport::NameThisThread("bench-sender");  // apart from homarpc's hrpc-* threads
   ArrivalSchedule schedule(run->spec.arrival, run->spec.rate_per_sec, run->spec.seed);
   while (true) {
     const int64_t due = run->measure_start_ns + schedule.NextOffsetNanos();

@@ -96,8 +96,8 @@ struct MixedSummary {
 };
 MixedSummary SummarizeMixed(const LoadReport& report);
 // {"scenario":"mixed","system":...,"label":...,["steal_pct":...,]"small_p50_us":...,
-//  "small_p99_us":...,"small_p999_us":...,"small_samples":...,"small_late_starts":...,"small_failed":...,
-//  "bulk_goodput_gbps":...,"bulk_calls":...,"bulk_failed":...,"unfinished":...}
+//  "small_p99_us":...,"small_p999_us":...,"small_samples":...,"small_late_starts":...,
+//  "small_failed":...,"bulk_goodput_gbps":...,"bulk_calls":...,"bulk_failed":...,"unfinished":...}
 std::string MixedJson(const LoadReport& report);
 // One row per report: | variant | system | small p50 us | small p99 us | small p99.9 us |
 // small calls | bulk Gbit/s | bulk calls |; after each variant's rows (variant = point.label)

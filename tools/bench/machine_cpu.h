@@ -1,10 +1,8 @@
 // machine_cpu: the whole machine's CPU time from /proc/stat, for the hypervisor's steal while a
 // benchmark point measured: the share of time this virtual machine's CPUs were ready to run but
-// did not, because the host ran other guests or its own work. On the 2-CPU VM this project is
-// measured on it moves tails more than anything in the systems measured, and it is not only the
-// neighbours': in the same minutes (2026-12-02) gRPC's unary points read 27-33% and homarpc's
-// 7-31% while the busy-polled udp-floor read 0-3% and a blocking one 0.4-2.5%, so a workload's
-// own pattern (threads, wake-ups) seems to draw some of it. The harnesses record it beside
+// did not, because the host ran other guests or its own work (on a VM whose idle CPUs halt,
+// also the wait for a halted CPU to be resumed). It can move tails more than anything in the
+// systems measured (tools/bench/README.md has measurements), so the harnesses record it beside
 // every point (harness.h: the extra steal_pct; load.h: LoadReport::steal_fraction).
 #ifndef HOMARPC_TOOLS_BENCH_MACHINE_CPU_H_
 #define HOMARPC_TOOLS_BENCH_MACHINE_CPU_H_

@@ -66,7 +66,7 @@ cat >"$data/mixed.jsonl" <<'EOF'
 not a JSON line
 {"scenario":"unloaded","system":"homarpc","label":"mixed","size":64,"small_p99_us":1.000}
 {"scenario":"mixed","system":"grpc","label":"mixed","small_p50_us":900.000,"small_p99_us":98000.000,"small_p999_us":null,"small_samples":5000,"small_late_starts":0,"small_failed":0,"bulk_goodput_gbps":1.000,"bulk_calls":70,"bulk_failed":0,"unfinished":0}
-{"scenario":"mixed","system":"homarpc","label":"mixed","small_p50_us":50.000,"small_p99_us":985.400,"small_p999_us":1200.000,"small_samples":5000,"small_late_starts":0,"small_failed":0,"bulk_goodput_gbps":0.900,"bulk_calls":64,"bulk_failed":0,"unfinished":0}
+{"scenario":"mixed","system":"homarpc","label":"mixed","steal_pct":2.000,"small_p50_us":50.000,"small_p99_us":985.400,"small_p999_us":1200.000,"small_samples":5000,"small_late_starts":0,"small_failed":0,"bulk_goodput_gbps":0.900,"bulk_calls":64,"bulk_failed":0,"unfinished":0}
 {"scenario":"mixed","system":"grpc","label":"mixed-shared","small_p50_us":5000.000,"small_p99_us":99000.000,"small_p999_us":99500.000,"small_samples":5000,"small_late_starts":3,"small_failed":0,"bulk_goodput_gbps":2.000,"bulk_calls":70,"bulk_failed":0,"unfinished":0}
 EOF
 # workload W3, shortest bucket (upper 1024 B; the .dat files say 1000 B):
@@ -85,8 +85,8 @@ wl_line() {  # system load p99 p99_own
 } >"$data/workload-w3.jsonl"
 # cpu: total us per RPC gRPC 40, homarpc 24 (0.6x, missed), homarpc --spin_us=0 12 (0.3x, met).
 cat >"$data/cpu.jsonl" <<'EOF'
-{"scenario":"cpu","system":"grpc","label":"64 B at 5000/s","rate":5000.000,"calls":15000,"client_us_per_rpc":25.000,"server_us_per_rpc":15.000,"total_us_per_rpc":40.000,"client_involuntary_switches":5,"server_involuntary_switches":7,"failed":0,"late_starts":0}
-{"scenario":"cpu","system":"homarpc","label":"64 B at 5000/s","rate":5000.000,"calls":15000,"client_us_per_rpc":14.000,"server_us_per_rpc":10.000,"total_us_per_rpc":24.000,"client_involuntary_switches":5,"server_involuntary_switches":7,"failed":0,"late_starts":0}
+{"scenario":"cpu","system":"grpc","label":"64 B at 5000/s","steal_pct":1.500,"rate":5000.000,"calls":15000,"client_us_per_rpc":25.000,"server_us_per_rpc":15.000,"total_us_per_rpc":40.000,"client_involuntary_switches":5,"server_involuntary_switches":7,"failed":0,"late_starts":0}
+{"scenario":"cpu","system":"homarpc","label":"64 B at 5000/s","steal_pct":3.000,"rate":5000.000,"calls":15000,"client_us_per_rpc":14.000,"server_us_per_rpc":10.000,"total_us_per_rpc":24.000,"client_involuntary_switches":5,"server_involuntary_switches":7,"failed":0,"late_starts":0}
 EOF
 cat >"$data/cpu-nopoll.jsonl" <<'EOF'
 {"scenario":"cpu","system":"homarpc","label":"64 B at 5000/s","rate":5000.000,"calls":15000,"client_us_per_rpc":7.000,"server_us_per_rpc":5.000,"total_us_per_rpc":12.000,"client_involuntary_switches":50,"server_involuntary_switches":70,"failed":0,"late_starts":0}
@@ -162,7 +162,9 @@ expect "| machine | 2 CPUs, Synthetic CPU @ 1.00GHz, 7.8 GiB memory |"
 expect "tools/bench-report.sh --quick"
 expect "| \`workload-w3\` | quick | 150mbit | 65536 B (3.50 ms) | 8 | 5000 ms | 0 |"
 expect "| \`workload-w4\` | quick | 1gbit | 250000 B (2.00 ms) | 8 | 5000 ms | 0 |"
-expect "| \`cpu\` |  | 1gbit | 262144 B (2.10 ms) | 8 | 5000 ms | 1 |"
+# The steal column: each system's mean and largest steal_pct over the run's lines, "?" without.
+expect "| \`cpu\` |  | 1gbit | 262144 B (2.10 ms) | 8 | 5000 ms | 1 | grpc 1.5% (max 1.5%), homarpc 3.0% (max 3.0%) |"
+expect "| \`workload-w3\` | quick | 150mbit | 65536 B (3.50 ms) | 8 | 5000 ms | 0 | ? |"
 expect "| \`cpu-nopoll\` | full | 1gbit | 250000 B (2.00 ms) | 8 | 5000 ms | 0 |"
 expect "Run 2030-01-02 03:04:05 UTC (full mode), link rate 1gbit, queue 250000 B (2.00 ms) per priority, 5000 ms per point:"
 expect "- 2030-01-03 04:05:06 UTC: \`tools/bench-report.sh --scenarios=cpu\`"
