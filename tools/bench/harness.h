@@ -7,7 +7,8 @@
 // extras client_peak_rss_kb and server_peak_rss_kb, followed by client_involuntary_switches
 // and server_involuntary_switches (preemptions; high counts mean the cores were contended),
 // steal_pct (the hypervisor's steal from the client's start to its report, machine_cpu.h;
-// left out when /proc/stat cannot be read), then the server's own extras.
+// left out when /proc/stat cannot be read or no clock tick passed), then the server's own
+// extras.
 //
 // Called from main()'s thread only, while the process has no other threads (fork() would copy
 // just the calling thread). Writes nothing to stdout; stdout and stderr are flushed before each

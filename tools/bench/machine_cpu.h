@@ -33,7 +33,7 @@ std::optional<double> StealFraction(const MachineCpuSample& before,
                                     const MachineCpuSample& after);
 
 // Samples at construction; Fraction() is the steal since then (nullopt when either sample
-// could not be read). For a harness that wants steal as context and must not fail for it.
+// could not be read, or no clock tick has passed). For a harness that wants steal as context and must not fail for it.
 class StealMeter {
  public:
   StealMeter();
