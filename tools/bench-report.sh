@@ -636,9 +636,10 @@ caveats_section() {
   switch queues held at most a packet of homarpc's and dropped nothing.
 - **The unloaded reference is a software round trip.** The shapers let an idle link pass a
   burst (64 KB) at once, so a lone small request crosses the testbed without serialization
-  delay: homarpc's unloaded 64 B round trip is ~11-18 us, all software. Slowdown 5 would mean
-  a p99 of ~60-90 us under load on two shared cores, below one thread wake-up here (~50 us)
-  plus the work of the other hosts.
+  delay: homarpc's unloaded 64 B round trip (the `unloaded` table: 11-90 us on the VMs this
+  has run on) is all software. Slowdown 5 then means a p99 of five such round trips under load
+  on two shared cores, where one wait for a core held by another host's loop can alone take
+  longer (section "What limits the missed targets").
 - **The burst flatters TCP at mid sizes.** The same 64 KB burst lets TCP hand over a 16-64 KiB
   message at once on an idle link, while homarpc paces itself to the link rate (keeping the
   switch queue short is what its pacer is for); so gRPC's unloaded latency at those sizes is
