@@ -3,8 +3,11 @@
 // from either side) is checked on its own.
 #include "tools/bench/harness.h"
 
+#include <chrono>
+#include <cstdint>
 #include <thread>
 
+#include "absl/strings/numbers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -26,7 +29,9 @@ absl::Status ServeUntilStopped(ServerEnv& env) {
 class FakeSystem : public System {
  public:
   enum class Fault { kNone, kServeFailsBeforeReady, kServeNeverReady, kClientFails };
-  explicit FakeSystem(Fault fault) : fault_(fault) {}
+  // `client_nanos`: how long RunClient takes (the fake measures nothing in that time).
+  explicit FakeSystem(Fault fault, int64_t client_nanos = 0)
+      : fault_(fault), client_nanos_(client_nanos) {}
 
   std::string name() const override { return "fake"; }
   bool is_floor() const override { return false; }
@@ -38,6 +43,7 @@ class FakeSystem : public System {
   absl::StatusOr<ClientSamples> RunClient(const Point& point, uint16_t server_port) const override {
     if (fault_ == Fault::kClientFails) return absl::InvalidArgumentError("client gave up");
     if (server_port != kFakePort) return absl::InternalError("wrong port");
+    if (client_nanos_ > 0) std::this_thread::sleep_for(std::chrono::nanoseconds(client_nanos_));
     ClientSamples samples;
     samples.latencies_ns = {3000, 1000, 2000};
     samples.payload_bytes = 3 * (point.request_bytes + point.response_bytes);
@@ -48,6 +54,7 @@ class FakeSystem : public System {
 
  private:
   const Fault fault_;
+  const int64_t client_nanos_;
 };
 
 Point SmallPoint() {
@@ -59,6 +66,20 @@ Point SmallPoint() {
   point.iterations = 3;
   point.duration_ns = 1'000'000'000;
   return point;
+}
+
+TEST(Harness, StealIsReportedForAPointThatSpansClockTicks) {
+  // /proc/stat counts every CPU's time, idle included, in clock ticks (usually 10 ms): a client
+  // that takes 100 ms spans several on any machine, so the steal over the point is known.
+  absl::StatusOr<Result> result =
+      RunPoint(FakeSystem(FakeSystem::Fault::kNone, 100'000'000), SmallPoint());
+  ASSERT_TRUE(result.ok()) << result.status();
+  const Extra* steal = result->FindExtra("steal_pct");
+  ASSERT_NE(steal, nullptr);
+  double percent = -1;
+  ASSERT_TRUE(absl::SimpleAtod(steal->text, &percent)) << steal->text;
+  EXPECT_GE(percent, 0.0);
+  EXPECT_LE(percent, 100.0);
 }
 
 TEST(Harness, ClientSamplesTravelBackThroughThePipe) {
