@@ -277,9 +277,7 @@ absl::StatusOr<Result> RunPoint(const System& system, const Point& point) {
       Extra::Int("client_involuntary_switches", client_report->usage.involuntary_switches));
   result.extras.push_back(
       Extra::Int("server_involuntary_switches", server_report->usage.involuntary_switches));
-  if (steal_fraction.has_value()) {
-    result.extras.push_back(Extra::Double("steal_pct", *steal_fraction * 100));
-  }
+  AddStealExtra(steal_fraction, &result.extras);
   for (Extra& extra : server_report->samples.extras) result.extras.push_back(std::move(extra));
   return result;
 }

@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "tools/bench/machine_cpu.h"
 #include "tools/bench/report.h"
 #include "tools/bench/result.h"
 #include "tools/bench/rpc_scenarios.h"
@@ -36,18 +37,11 @@ std::string JsonObject(const std::vector<Extra>& fields) {
   return out;
 }
 
-// "steal_pct" when the harness could read the machine's steal.
-void AddSteal(const std::optional<double>& steal_fraction, std::vector<Extra>* fields) {
-  if (steal_fraction.has_value()) {
-    fields->push_back(Extra::Double("steal_pct", *steal_fraction * 100));
-  }
-}
-
 std::vector<Extra> Head(const LoadReport& report) {
   std::vector<Extra> fields = {Extra::String("scenario", report.point.scenario),
                                Extra::String("system", report.system),
                                Extra::String("label", report.point.label)};
-  AddSteal(report.steal_fraction, &fields);
+  AddStealExtra(report.steal_fraction, &fields);
   return fields;
 }
 
@@ -411,7 +405,7 @@ std::string WorkloadJson(const WorkloadSummary& summary, absl::string_view label
       Extra::Int("unfinished", static_cast<int64_t>(summary.totals.unfinished)),
       Extra::Int("late_starts", static_cast<int64_t>(summary.totals.late_starts)),
       Extra::String("reference", summary.reference)};
-  AddSteal(summary.steal_fraction, &fields);
+  AddStealExtra(summary.steal_fraction, &fields);
   std::vector<std::string> buckets;
   for (size_t i = 0; i < summary.buckets.size(); ++i) {
     const BucketSlowdown& b = summary.buckets[i];

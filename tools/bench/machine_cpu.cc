@@ -62,4 +62,10 @@ std::optional<double> StealMeter::Fraction() const {
   return StealFraction(*start_, *now);
 }
 
+void AddStealExtra(const std::optional<double>& steal_fraction, std::vector<Extra>* extras) {
+  if (steal_fraction.has_value()) {
+    extras->push_back(Extra::Double("steal_pct", *steal_fraction * 100));
+  }
+}
+
 }  // namespace homarpc::bench

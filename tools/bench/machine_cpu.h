@@ -9,9 +9,11 @@
 
 #include <cstdint>
 #include <optional>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "tools/bench/result.h"
 
 namespace homarpc::bench {
 
@@ -42,6 +44,10 @@ class StealMeter {
  private:
   absl::StatusOr<MachineCpuSample> start_;
 };
+
+// Appends the extra "steal_pct" (the fraction as a percentage) to `extras` when the fraction
+// is known: the one key both harnesses' JSON lines carry it under.
+void AddStealExtra(const std::optional<double>& steal_fraction, std::vector<Extra>* extras);
 
 }  // namespace homarpc::bench
 

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <vector>
 
 namespace homarpc::bench {
 namespace {
@@ -49,6 +50,17 @@ TEST(MachineCpu, StealMeterGivesAFractionOnceTimePassed) {
   ASSERT_TRUE(steal.has_value());
   EXPECT_GE(*steal, 0.0);
   EXPECT_LE(*steal, 1.0);
+}
+
+TEST(MachineCpu, AddStealExtraAddsAPercentageOnlyWhenKnown) {
+  std::vector<Extra> extras;
+  AddStealExtra(std::nullopt, &extras);
+  EXPECT_TRUE(extras.empty());
+  AddStealExtra(0.125, &extras);
+  ASSERT_EQ(extras.size(), 1u);
+  EXPECT_EQ(extras[0].key, "steal_pct");
+  EXPECT_EQ(extras[0].text, Extra::Double("x", 12.5).text);
+  EXPECT_FALSE(extras[0].is_string);
 }
 
 }  // namespace
