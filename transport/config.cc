@@ -39,6 +39,7 @@ absl::Status Config::Validate() const {
   }
   if (grant_fifo_fraction > 500) return bad("grant_fifo_fraction", "must be at most 500");
   if (pacer_fifo_fraction > 500) return bad("pacer_fifo_fraction", "must be at most 500");
+  if (pacer_refill_percent > 100) return bad("pacer_refill_percent", "must be at most 100");
   if (tick_usecs == 0) return bad("tick_usecs", "must be positive");
   if (resend_ticks == 0 || resend_interval == 0) return bad("resend_ticks", "must be positive");
   if (timeout_ticks <= resend_ticks) return bad("timeout_ticks", "must exceed resend_ticks");

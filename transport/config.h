@@ -73,6 +73,16 @@ struct Config {
   // bytes are 640 us at 150 Mbit/s). At 25 Gbit/s and above the 5 us governs, as in Homa.
   uint32_t min_nic_est_backlog_bytes = 12000;
   static constexpr uint64_t kMaxBacklogFloorUsecs = 100;
+  // Once the backlog has reached that limit, the pacer holds paced data back until the estimate
+  // has drained by this share (percent) of the limit, then tops it up again in one go: one GSO
+  // send of several packets per wake-up instead of one packet each time a packet's worth has
+  // left. The queue never exceeds the limit; on average it is shorter. Each send costs the
+  // kernel a whole pass down the stack (and through a software switch, such as the testbed's
+  // bridge and qdiscs), so this cuts CPU per byte: on the 1 Gbit/s testbed (`mixed`, --spin_us=0,
+  // perf sched over 3 s) the server's loop went from 95% to 68% of a core and the bulk client's
+  // from 79% to 67%, goodput unchanged within noise (0.85-0.88 Gbit/s either way); at 67 the
+  // goodput fell ~2% (too little queue left to cover a late loop). 0 = top up packet by packet.
+  uint32_t pacer_refill_percent = 50;
   uint32_t defer_min_bytes = 1000;         // messages with fewer bytes left bypass the pacer
   uint32_t pacer_fifo_fraction = 50;       // per mille of pacer picks that take the oldest
 

@@ -13,7 +13,16 @@ Pacer::Pacer(const Config& config, bool ipv6)
       max_backlog_nanos_(std::max(
           int64_t{config.max_nic_est_backlog_usecs} * 1000,
           std::min(static_cast<int64_t>(config.min_nic_est_backlog_bytes * nanos_per_byte_),
-                   static_cast<int64_t>(Config::kMaxBacklogFloorUsecs * 1000)))) {}
+                   static_cast<int64_t>(Config::kMaxBacklogFloorUsecs * 1000)))),
+      refill_backlog_nanos_(RefillMark(config, nanos_per_byte_, max_backlog_nanos_)) {}
+
+int64_t Pacer::RefillMark(const Config& config, double nanos_per_byte, int64_t max_backlog) {
+  const int64_t drain = max_backlog * std::min(config.pacer_refill_percent, 100u) / 100;
+  // A drain shorter than two full packets would still release them one at a time, with less
+  // queue left to cover a late sender (slow links, where one packet is most of the limit).
+  const auto packet_nanos = static_cast<int64_t>((config.mtu + 42) * nanos_per_byte);
+  return drain < 2 * packet_nanos ? max_backlog : max_backlog - drain;
+}
 
 void Pacer::Update(Rpc* rpc) {
   const bool want = rpc->out.HasSendable() || rpc->out.NeedsEmptyPacket();
@@ -49,9 +58,11 @@ Rpc* Pacer::Pick() {
   return ready_.begin()->rpc;
 }
 
-bool Pacer::MaySend(int64_t now_nanos, uint32_t remaining) const {
+bool Pacer::MaySend(int64_t now_nanos, uint32_t remaining) {
   if (config_.link_mbps == 0 || remaining <= config_.defer_min_bytes) return true;
-  return link_idle_nanos_ <= now_nanos + max_backlog_nanos_;
+  const int64_t backlog = link_idle_nanos_ - now_nanos;
+  if (backlog <= refill_backlog_nanos_) burst_open_ = true;
+  return burst_open_ && backlog <= max_backlog_nanos_;
 }
 
 void Pacer::OnTransmit(int64_t now_nanos, uint32_t payload_bytes, uint32_t header_bytes) {
@@ -59,6 +70,7 @@ void Pacer::OnTransmit(int64_t now_nanos, uint32_t payload_bytes, uint32_t heade
   const double bytes = payload_bytes + header_bytes + per_packet_overhead_;
   link_idle_nanos_ =
       std::max(link_idle_nanos_, now_nanos) + static_cast<int64_t>(bytes * nanos_per_byte_);
+  if (link_idle_nanos_ - now_nanos > max_backlog_nanos_) burst_open_ = false;  // full
 }
 
 int64_t Pacer::NextSendNanos() const {
@@ -66,7 +78,7 @@ int64_t Pacer::NextSendNanos() const {
   // compares against its own, earlier reading, and "now" read later always looks future
   // (that bug held paced transfers to one burst per 1 ms tick).
   if (config_.link_mbps == 0) return INT64_MIN;
-  return link_idle_nanos_ - max_backlog_nanos_;
+  return link_idle_nanos_ - (burst_open_ ? max_backlog_nanos_ : refill_backlog_nanos_);
 }
 
 }  // namespace homarpc::transport

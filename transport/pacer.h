@@ -7,6 +7,10 @@
 // link_mbps (underestimated by 1%), and lets a packet go only while that estimated backlog is
 // below max_nic_est_backlog_usecs (reference §3.5), or min_nic_est_backlog_bytes at link_mbps
 // (at most 100 us) where that is longer (slow links, where 5 us is less than a packet).
+// Hysteresis: once the backlog is past that limit, the next paced packet goes only when it has
+// drained by pacer_refill_percent of the limit, and then packets go until it is full again,
+// so paced data leaves in bursts the I/O backend sends as one GSO batch (not where that drain
+// is under two full packets: on slow links it would only shorten the queue).
 // Messages with at most defer_min_bytes left and retransmissions are never held back.
 // link_mbps == 0 disables pacing.
 //
@@ -38,13 +42,17 @@ class Pacer {
   Rpc* Pick();
 
   // Whether a packet of a message with `remaining` bytes left may be sent at `now`.
-  bool MaySend(int64_t now_nanos, uint32_t remaining) const;
+  bool MaySend(int64_t now_nanos, uint32_t remaining);
   // Records that `payload_bytes` of payload (+ headers) were handed to the kernel at `now`.
   void OnTransmit(int64_t now_nanos, uint32_t payload_bytes, uint32_t header_bytes);
   // When MaySend will next be true for a paced message; a time in the past means now.
   int64_t NextSendNanos() const;
 
  private:
+  // The backlog at which a held-back burst reopens (pacer_refill_percent; the limit itself
+  // where that drain would be shorter than two full packets).
+  static int64_t RefillMark(const Config& config, double nanos_per_byte, int64_t max_backlog);
+
   using Key = std::pair<uint64_t /*remaining*/, uint64_t /*id*/>;
   struct KeyedRpc {
     Key key;
@@ -55,8 +63,10 @@ class Pacer {
   const Config& config_;
   const uint32_t per_packet_overhead_;  // IP + UDP + Ethernet framing bytes
   const double nanos_per_byte_;
-  const int64_t max_backlog_nanos_;  // initialized from nanos_per_byte_
+  const int64_t max_backlog_nanos_;     // initialized from nanos_per_byte_
+  const int64_t refill_backlog_nanos_;  // the burst reopens at or below this backlog
   int64_t link_idle_nanos_ = 0;
+  bool burst_open_ = true;  // false from a full backlog until it drains to the refill mark
   uint32_t picks_ = 0;
   absl::btree_set<KeyedRpc> ready_;
 };

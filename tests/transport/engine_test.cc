@@ -685,6 +685,89 @@ TEST(EnginePacer, Engine_PacerKeepsAFewPacketsQueuedOnASlowLink) {
   EXPECT_LE(fast_burst * 1416, 70000u);
 }
 
+// Releases of a 1 MB paced request after its first burst: packets handed over per release, when
+// (from the request's start), and how long the whole message took.
+struct PacedReleases {
+  std::vector<size_t> sizes;
+  std::vector<int64_t> times;
+  int64_t elapsed_nanos = 0;
+  size_t packets = 0;
+};
+
+PacedReleases ReleasesAfterFirstBurst(const Config& c) {
+  ManualClock clock;
+  Host client(c, &clock, Address::Parse("10.0.0.1:40000").value());
+  EXPECT_TRUE(
+      client.engine().SendRequest(Address::Parse("10.0.0.2:1").value(), Bytes(1000000), 0).ok());
+  PacedReleases r;
+  const int64_t start = clock.NowNanos();
+  size_t before = client.outbox.size();
+  for (int i = 0; i < 100000 && client.outbox.size() < 707; ++i) {  // 1000000 / 1416 bytes
+    clock.Set(std::max(clock.NowNanos(), client.engine().NextTimerNanos()));
+    client.engine().OnTimer();
+    if (client.outbox.size() > before) {
+      r.sizes.push_back(client.outbox.size() - before);
+      r.times.push_back(clock.NowNanos() - start);
+    }
+    before = client.outbox.size();
+  }
+  r.elapsed_nanos = clock.NowNanos() - start;
+  r.packets = client.outbox.size();
+  return r;
+}
+
+TEST(EnginePacer, Engine_PacerRefillsTheQueueInBursts) {
+  Config c;
+  c.link_mbps = 1000;
+  c.unsched_bytes = 1000000;  // all sendable at once: only the pacer holds it back
+  c.min_nic_est_backlog_bytes = 12000;  // ~97 us of queue at 1 Gbit/s
+  // A packet is 1542 bytes as the pacer counts them (~12.5 us at 990 Mbit/s).
+  const int64_t wire_nanos = static_cast<int64_t>(707 * 1542 * 8.0 / 0.99);
+
+  c.pacer_refill_percent = 0;  // top up packet by packet
+  const PacedReleases single = ReleasesAfterFirstBurst(c);
+  ASSERT_EQ(single.packets, 707u);
+  size_t big = 0;
+  for (size_t n : single.sizes) big += n > 1 ? 1 : 0;
+  EXPECT_LE(big, 2u) << "one packet per release once the queue is full";
+
+  c.pacer_refill_percent = 50;  // wait for ~6000 bytes to drain, then send ~6000 at once
+  const PacedReleases bursts = ReleasesAfterFirstBurst(c);
+  ASSERT_EQ(bursts.packets, 707u);
+  ASSERT_GT(bursts.sizes.size(), 10u);
+  // Every steady-state release is a burst of 3-5 packets: half of ~97 us of queue is ~3.9
+  // packets' time (the last release may carry the message's remainder).
+  for (size_t i = 0; i + 1 < bursts.sizes.size(); ++i) {
+    EXPECT_GE(bursts.sizes[i], 3u) << "release " << i;
+    EXPECT_LE(bursts.sizes[i], 5u) << "release " << i;
+  }
+  EXPECT_LT(bursts.sizes.size() * 3, single.sizes.size());
+  // The link never idled: both took the wire time of what was left after the first burst,
+  // to within one release interval.
+  for (const PacedReleases* r : {&single, &bursts}) {
+    EXPECT_LE(r->elapsed_nanos, wire_nanos);
+    EXPECT_GE(r->elapsed_nanos, wire_nanos - 200 * 1000);
+  }
+
+  // At 150 Mbit/s the limit is 100 us and a packet ~82 us: half the limit is less than two
+  // packets, so the pacer keeps topping up one packet at a time, as soon as the queue is below
+  // the limit (not only below half of it).
+  c.link_mbps = 150;
+  const PacedReleases slow = ReleasesAfterFirstBurst(c);
+  c.pacer_refill_percent = 0;
+  const PacedReleases slow_single = ReleasesAfterFirstBurst(c);
+  EXPECT_EQ(slow.sizes, slow_single.sizes);
+  EXPECT_EQ(slow.times, slow_single.times);
+}
+
+TEST(EnginePacer, Engine_PacerRefillPercentIsValidated) {
+  Config c;
+  c.pacer_refill_percent = 100;
+  EXPECT_TRUE(c.Validate().ok());
+  c.pacer_refill_percent = 101;
+  EXPECT_EQ(c.Validate().code(), absl::StatusCode::kInvalidArgument);
+}
+
 // A clock that moves forward a little at every reading, as a real one does.
 class CreepingClock final : public Clock {
  public:
