@@ -746,22 +746,37 @@ Two runs made only to explain the rows above that miss their goal, judged by the
   afresh each call and unmaps again; homarpc now recycles large response objects per method
   (`runtime/message_pool.h`), which cut page faults by two thirds and the small calls' p99
   from 7-24 ms to 1.1-1.7 ms (2026-12-02, `perf stat -e page-faults`, homarpc alone, A/B with
-  the build before). What is left was traced on 2026-12-02 with `perf sched` (homarpc's
-  threads are named `hrpc-loop<N>`, `hrpc-worker`): the bulk client's loop and the server's
-  loop each held a core for stretches of several milliseconds (up to 9 ms between context
-  switches), receiving, assembling and parsing 0.88 Gbit/s and sending it, and the small-call
-  client's loop, woken by a response, waited for a core: more than 0.3 ms on 0.5% of its
-  wake-ups, more than 1 ms on 0.1%, the bump of small calls at ~1 ms that sets the p99. It is
-  CPU, not busy-polling: with `--spin_us=0` the bulk client's loop still ran ~95% of the time
-  and the p99 stayed at 0.8-1.2 ms (A/B, homarpc alone, 10 s each). In that day's full run
-  the 256 KiB variant's p99 (below) was no better than the 8 MiB one's, where an earlier run
-  had found 469 us: the two cores, not the message size, decide it.
+  the build before). What is left was traced with `perf sched` (homarpc's threads are named
+  `hrpc-loop<N>`, `hrpc-worker`) and each slow small call matched to it by time
+  (2026-12-02, homarpc alone, not by this script):
+  - The slow calls bunch around the bulk calls' completions: in the 4 ms around one, the small
+    calls' median is 310-450 us, elsewhere 140 us. There the server's worker copies the next
+    8 MiB response (0.7-1.7 ms of CPU in one stretch) and the bulk client parses the last.
+  - In a slow call a thread of the small call's path (the small client's loop, the server's
+    worker, the open-loop sender) is runnable but waits 0.3-2 ms in the run queue of a core
+    busy with another host's thread (the server's or bulk client's loop, the copying worker)
+    or with softirq work of the emulated links (shaper timers forwarding packets through the
+    bridge), while the other core is sometimes idle: Linux neither preempted (the waiting
+    thread's 100 us slice gives no wake-up preemption over another short-slice thread, and
+    with 250 Hz ticks and no kernel preemption a running thread keeps the core up to 4 ms)
+    nor moved it. On hosts with their own cores these threads would not share one.
+  - It is not busy-polling: with `--spin_us=0` the loops stop spinning and a quarter of the
+    machine is idle, and the p99 stays at 0.9-1.9 ms (A/Bs, 8 s each). Worker slices of
+    100 us, 3 ms or the default changed nothing measurable either.
+  - Since 794356a (2026-12-02) the pacer refills its NIC queue in bursts of about four packets
+    (`pacer_refill_percent`, transport/config.h) instead of one packet per wake-up: the
+    server's loop went from 95% to 68% of a core and the bulk client's from 79% to 67% at the
+    same goodput (`--spin_us=0`, perf sched over 3 s). The small calls' p99 did not move
+    (0.9-1.3 ms in A/Bs): the spare CPU is not where the waiting thread is queued.
 - **`workload-w3-low`**: W3 at 10% load, where neither link nor CPU is busy. Slowdown divides
   by a closed-loop unloaded latency, whose threads never sleep; an open-loop call at a low
-  rate finds them asleep and pays a wake-up at each hop (~50 us on this machine with its CPUs
-  as they are; less with the wake-up latency request held, see "Reading these numbers", which
-  also makes the reference faster). The p99 slowdown this run measures is the floor the 50%
-  rows stand on.
+  rate finds them asleep and pays a wake-up at each hop. The p99 slowdown this run measures
+  is the floor the 50% rows stand on. Measured 2026-12-02 (homarpc alone, request held, not
+  by this script): open-loop 64 B calls on the idle testbed (`--scenario=cpu`, 1000/s and
+  5000/s) took p50 84 and 71 us, p99 264 and 143 us, against a closed-loop 41-62 us: a p99
+  slowdown of 3-6 with no load at all. Spinning longer makes it worse, not better: with
+  `--spin_us=1000` three processes' loops compete for two cores, and W3 at 10% went from
+  p50/p99 103-149/331-446 us to 132-158/675-805 us for the shortest bucket.
 
 | target | homarpc | gRPC | measured | goal | met |
 |---|---|---|---|---|---|
