@@ -416,7 +416,8 @@ run_all() {
   if ((partial)) && [[ -f "$data/machine.txt" ]]; then
     # The report stays the earlier run's, with these runs redone: say so (each run's .info
     # holds its own date and mode).
-    echo "rerun=$(date -u '+%Y-%m-%d %H:%M:%S UTC'): $invocation" >>"$data/machine.txt"
+    echo "rerun=$(date -u '+%Y-%m-%d %H:%M:%S UTC') (commit $(sed -n 's/^commit=//p' <<<"$machine_text")): $invocation" \
+      >>"$data/machine.txt"
   else
     echo "$machine_text" >"$data/machine.txt"
   fi
@@ -944,7 +945,7 @@ EOF
       echo "Some runs were redone later, each on its own date and in its own mode (see the testbed table and the runs' sections):"
       echo
       # shellcheck disable=SC2016  # Markdown backticks, not a command substitution
-      sed -n 's/^rerun=\(.* UTC\): \(.*\)$/- \1: `\2`/p' "$m"
+      sed -n 's/^rerun=\(.* UTC\)\( (commit .*)\)\{0,1\}: \(.*\)$/- \1\2: `\3`/p' "$m"
       echo
     fi
     cat <<EOF

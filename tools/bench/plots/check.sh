@@ -108,6 +108,7 @@ compiler=g++ (Debian 12.2.0-14) 12.2.0
 gnuplot=gnuplot 5.4 patchlevel 4
 invocation=tools/bench-report.sh --quick
 rerun=2030-01-03 04:05:06 UTC: tools/bench-report.sh --scenarios=cpu
+rerun=2030-01-04 05:06:07 UTC (commit 89abcdef0123): tools/bench-report.sh --scenarios=mixed
 EOF
 record() {  # id rate buffer mode rc
   cat >"$data/$1.info" <<EOF
@@ -168,6 +169,7 @@ expect "| \`workload-w3\` | quick | 150mbit | 65536 B (3.50 ms) | 8 | 5000 ms | 
 expect "| \`cpu-nopoll\` | full | 1gbit | 250000 B (2.00 ms) | 8 | 5000 ms | 0 |"
 expect "Run 2030-01-02 03:04:05 UTC (full mode), link rate 1gbit, queue 250000 B (2.00 ms) per priority, 5000 ms per point:"
 expect "- 2030-01-03 04:05:06 UTC: \`tools/bench-report.sh --scenarios=cpu\`"
+expect "- 2030-01-04 05:06:07 UTC (commit 89abcdef0123): \`tools/bench-report.sh --scenarios=mixed\`"
 grep -q '^| mode |' "$md" && fail "the report claims one mode for every run"
 # The targets, exactly.
 expect "| \`mixed\`, separate channels: p99 of the 64 B calls | 985 us | 98000 us | 0.0101x | <= 0.1x | **yes** |"
