@@ -3,11 +3,18 @@
 #include <algorithm>
 
 namespace homarpc::transport {
+namespace {
+
+// Ethernet's preamble, header, FCS and inter-frame gap: what a frame costs the link beyond
+// its IP packet.
+constexpr uint32_t kEthernetFramingBytes = 42;
+
+}  // namespace
 
 Pacer::Pacer(const Config& config, bool ipv6)
     : config_(config),
-      // IP + UDP headers, plus Ethernet's preamble, header, FCS and inter-frame gap (42 B).
-      per_packet_overhead_((ipv6 ? 40 : 20) + 8 + 42),
+      // IP + UDP headers, plus Ethernet's framing.
+      per_packet_overhead_((ipv6 ? 40 : 20) + 8 + kEthernetFramingBytes),
       // link_mbps underestimated by 1% so the queue we cannot see stays short.
       nanos_per_byte_(config.link_mbps ? 8.0 * 1000.0 / (config.link_mbps * 0.99) : 0.0),
       max_backlog_nanos_(std::max(
@@ -20,7 +27,8 @@ int64_t Pacer::RefillMark(const Config& config, double nanos_per_byte, int64_t m
   const int64_t drain = max_backlog * std::min(config.pacer_refill_percent, 100u) / 100;
   // A drain shorter than two full packets would still release them one at a time, with less
   // queue left to cover a late sender (slow links, where one packet is most of the limit).
-  const auto packet_nanos = static_cast<int64_t>((config.mtu + 42) * nanos_per_byte);
+  const auto packet_nanos =
+      static_cast<int64_t>((config.mtu + kEthernetFramingBytes) * nanos_per_byte);
   return drain < 2 * packet_nanos ? max_backlog : max_backlog - drain;
 }
 
