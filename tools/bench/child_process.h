@@ -20,7 +20,9 @@
 #include <sched.h>
 #include <signal.h>
 #include <sys/mman.h>
+#include <linux/futex.h>
 #include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -28,6 +30,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <climits>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -242,9 +245,29 @@ class ReportReader {
 
 // ---- The server child ----
 
-// The stop flag, in a page shared by the parent and the server child.
+// The stop flag, in a page shared by the parent and the server child. A server thread that has
+// nothing else to do sleeps on it as a futex and wakes once, at the stop (a thread that looked
+// every few milliseconds took a core from a spinning server loop each time, for both systems).
+// The futex is a shared one (not FUTEX_PRIVATE_FLAG, nor std::atomic::wait, which uses private
+// futexes): the waiter and the waker are different processes mapping the same page.
 struct SharedControl {
   std::atomic<int> stop{0};
+  static_assert(sizeof(std::atomic<int>) == sizeof(int) && std::atomic<int>::is_always_lock_free);
+
+  // The parent: sets the flag, then wakes every waiter.
+  void RequestStop() {
+    stop.store(1, std::memory_order_seq_cst);
+    syscall(SYS_futex, reinterpret_cast<int*>(&stop), FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
+  }
+  // The server child: returns once the flag is set. The kernel compares the flag with 0 under
+  // the futex's lock, so a RequestStop() between the load and the sleep is not missed; a signal
+  // or a spurious wake-up only makes it look again.
+  void WaitForStop() const {
+    int* const word = const_cast<int*>(reinterpret_cast<const int*>(&stop));
+    while (stop.load(std::memory_order_seq_cst) == 0) {
+      syscall(SYS_futex, word, FUTEX_WAIT, 0, nullptr, nullptr, 0);
+    }
+  }
 };
 
 // The parent's mapping of that page: mapped before the fork (the child inherits it), unmapped
@@ -280,6 +303,7 @@ class PipeServerEnv final : public ServerEnv {
     WriteAll(fd_, &port, sizeof(port));
   }
   bool ShouldStop() const override { return control_->stop.load(std::memory_order_relaxed) != 0; }
+  void WaitForStop() const override { control_->WaitForStop(); }
   void AddExtra(Extra extra) override { extras_.push_back(std::move(extra)); }
 
   bool ready_sent() const { return ready_sent_; }

@@ -4,7 +4,6 @@
 // the systems), so no gRPC thread exists at fork time.
 #include "tools/bench/grpc_echo.h"
 
-#include <time.h>
 
 #include <chrono>
 #include <memory>
@@ -63,10 +62,9 @@ absl::Status ServeEcho(const Point& point, ServerEnv& env, ::grpc::Service* serv
   std::unique_ptr<::grpc::Server> server = builder.BuildAndStart();
   if (server == nullptr || port <= 0) return absl::UnavailableError("gRPC server did not start");
   env.Ready(static_cast<uint16_t>(port));
-  // gRPC's threads serve; this one only watches for the stop flag, rarely (on 2 cores every
-  // wake-up takes a core from a server or client thread).
-  const timespec pause{0, kStopCheckMillis / 2 * 1000 * 1000};
-  while (!env.ShouldStop()) nanosleep(&pause, nullptr);
+  // gRPC's threads serve; this one sleeps until the stop (on 2 cores every wake-up would take
+  // a core from a server or client thread).
+  env.WaitForStop();
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
   env.AddExtra(Extra::String("server", kind));
   return absl::OkStatus();

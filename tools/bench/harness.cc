@@ -15,7 +15,8 @@
 //
 // Parent -> server: a stop flag in a MAP_SHARED page. A busy-polling server reads it on every
 // iteration for the price of one load; a signal or a pipe would need a system call there.
-// Blocking servers use a kStopCheckMillis receive timeout to look at it.
+// Blocking servers use a kStopCheckMillis receive timeout to look at it; a thread with nothing
+// else to do sleeps on it as a futex (SharedControl::WaitForStop), woken once by the stop.
 //
 // Every wait on a child has a deadline; a child that overruns is killed (SIGKILL, by pid) and
 // reaped, so a lost datagram or a hung system fails one point instead of the whole run.
@@ -260,7 +261,7 @@ absl::StatusOr<Result> RunPoint(const System& system, const Point& point) {
       client_pipe.read_fd(), NowNanos() + point.duration_ns + kClientGraceMillis * 1000000, client,
       "client");
   const std::optional<double> steal_fraction = steal.Fraction();
-  control->stop.store(1, std::memory_order_relaxed);
+  control->RequestStop();
   absl::StatusOr<ChildReport> server_report = CollectReport(
       server_pipe.read_fd(), NowNanos() + kServerGraceMillis * 1000000, server, "server");
   if (!client_report.ok()) return client_report.status();

@@ -1,15 +1,22 @@
 // Tests for tools/bench/harness.cc: RunPoint() with fake systems that need no sockets, so each
 // step of the fork/pipe protocol (port announcement, client samples, server extras, errors
-// from either side) is checked on its own.
+// from either side) is checked on its own; and the stop flag's futex wait (child_process.h).
 #include "tools/bench/harness.h"
+
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cstdint>
+#include <fstream>
+#include <string>
 #include <thread>
 
 #include "absl/strings/numbers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tools/bench/child_process.h"
+#include "transport/clock.h"
 
 namespace homarpc::bench {
 namespace {
@@ -18,12 +25,21 @@ using ::testing::HasSubstr;
 
 constexpr uint16_t kFakePort = 4242;
 
-// Serves nothing: announces a made-up port and waits for the stop flag.
+// Serves nothing: announces a made-up port and sleeps until the stop, as the real servers'
+// main threads do (a point whose stop did not wake it would overrun and fail).
 absl::Status ServeUntilStopped(ServerEnv& env) {
   env.Ready(kFakePort);
   env.AddExtra(Extra::Int("server_counter", 7));
-  while (!env.ShouldStop()) std::this_thread::yield();
-  return absl::OkStatus();
+  env.WaitForStop();
+  return env.ShouldStop() ? absl::OkStatus() : absl::InternalError("woke before the stop");
+}
+
+// The scheduler state of process `pid` ('S' = asleep), from /proc/<pid>/stat; '?' if unread.
+char ProcessState(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const size_t paren = text.rfind(')');
+  return paren == std::string::npos || paren + 2 >= text.size() ? '?' : text[paren + 2];
 }
 
 class FakeSystem : public System {
@@ -121,6 +137,43 @@ TEST(Harness, ClientErrorFailsThePointAndStopsTheServer) {
       RunPoint(FakeSystem(FakeSystem::Fault::kClientFails), SmallPoint());
   EXPECT_EQ(result.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(result.status().message(), HasSubstr("client: client gave up"));
+}
+
+// The waiting child sleeps in the kernel (no polling) until the parent's RequestStop wakes it,
+// across the process boundary (a private futex would never be woken there).
+TEST(SharedControl, WaitForStopSleepsUntilTheParentStops) {
+  absl::StatusOr<child_process::SharedControlPage> page = child_process::SharedControlPage::Map();
+  ASSERT_TRUE(page.ok()) << page.status();
+  child_process::SharedControl* const control = page->get();
+  const pid_t pid = child_process::ForkChild();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    control->WaitForStop();
+    _exit(control->stop.load() != 0 ? 7 : 1);
+  }
+  child_process::Child child(pid);  // killed and reaped if an assertion ends the test early
+  const transport::Clock* clock = transport::MonotonicClock::Get();
+  const int64_t give_up = clock->NowNanos() + 10 * transport::kNanosPerSecond;
+  // Asleep: state S. The loop ends as soon as the child has reached the futex.
+  while (ProcessState(pid) != 'S' && clock->NowNanos() < give_up) std::this_thread::yield();
+  ASSERT_EQ(ProcessState(pid), 'S');
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, WNOHANG), 0) << "the child returned before the stop";
+  control->RequestStop();
+  // Bounded, so that a stop that wakes nobody fails here instead of hanging the test.
+  const int64_t woken_by = clock->NowNanos() + 10 * transport::kNanosPerSecond;
+  while (ProcessState(pid) == 'S' && clock->NowNanos() < woken_by) std::this_thread::yield();
+  ASSERT_NE(ProcessState(pid), 'S') << "RequestStop did not wake the waiting child";
+  EXPECT_EQ(child.Reap(), "exit status 7");
+}
+
+// A stop requested before the wait: the wait returns at once.
+TEST(SharedControl, WaitForStopAfterTheStopReturnsAtOnce) {
+  absl::StatusOr<child_process::SharedControlPage> page = child_process::SharedControlPage::Map();
+  ASSERT_TRUE(page.ok()) << page.status();
+  page->get()->RequestStop();
+  page->get()->WaitForStop();
+  EXPECT_NE(page->get()->stop.load(), 0);
 }
 
 }  // namespace

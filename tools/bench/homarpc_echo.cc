@@ -1,6 +1,5 @@
 #include "tools/bench/homarpc_echo.h"
 
-#include <time.h>
 
 #include <atomic>
 #include <memory>
@@ -87,10 +86,9 @@ absl::Status HomarpcEcho::Serve(const Point& point, ServerEnv& env) const {
   if (!ep.ok()) return ep.status();
   self->store(ep->get());
   env.Ready((*ep)->local_address().port());
-  // The loop thread does the work; this thread only watches for the stop flag, as rarely as
-  // the harness allows (kStopCheckMillis): on 2 cores each wake-up preempts a spinning loop.
-  const timespec pause{0, kStopCheckMillis / 2 * 1000 * 1000};
-  while (!env.ShouldStop()) nanosleep(&pause, nullptr);
+  // The loop thread does the work; this thread sleeps until the stop (on 2 cores each wake-up
+  // would preempt a spinning loop).
+  env.WaitForStop();
   std::vector<Extra> extras;
   AddEngineExtras(**ep, "server", &extras);
   for (Extra& e : extras) env.AddExtra(std::move(e));

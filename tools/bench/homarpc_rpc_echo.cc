@@ -3,7 +3,6 @@
 // the two differ only in the system under test.
 #include "tools/bench/homarpc_rpc_echo.h"
 
-#include <time.h>
 
 #include <chrono>
 #include <memory>
@@ -66,10 +65,9 @@ absl::Status ServeEcho(const Point& point, ServerEnv& env, homarpc::Service* ser
     return absl::UnavailableError("homarpc server did not start");
   }
   env.Ready(static_cast<uint16_t>(port));
-  // The loop thread serves; this one only watches for the stop flag, rarely (on 2 cores every
-  // wake-up preempts a spinning loop).
-  const timespec pause{0, kStopCheckMillis / 2 * 1000 * 1000};
-  while (!env.ShouldStop()) nanosleep(&pause, nullptr);
+  // The loop thread serves; this one sleeps until the stop (on 2 cores every wake-up would
+  // preempt a spinning loop).
+  env.WaitForStop();
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
   env.AddExtra(Extra::String("server", kind));
   return absl::OkStatus();

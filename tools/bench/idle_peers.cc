@@ -35,7 +35,6 @@
 #include <sys/epoll.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -458,9 +457,8 @@ absl::Status HomarpcPeers::Serve(const Point& point, ServerEnv& env) const {
   self->store(ep->get());
   const int64_t rss_at_ready_kb = CurrentRssKb();
   env.Ready((*ep)->local_address().port());
-  // The loop thread does the work; this thread only watches for the stop flag.
-  const timespec pause{0, 2 * 1000 * 1000};
-  while (!env.ShouldStop()) nanosleep(&pause, nullptr);
+  // The loop thread does the work; this thread sleeps until the stop.
+  env.WaitForStop();
 
   const int64_t rss_growth_kb = CurrentRssKb() - rss_at_ready_kb;
   const transport::EngineStats stats = (*ep)->stats();

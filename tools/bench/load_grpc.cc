@@ -16,7 +16,6 @@
 // Only this file includes gRPC's generated echo header (package homarpc.bench.grpc_echo); see
 // echo.proto. gRPC is first touched in the forked server and client processes, so no gRPC
 // thread exists when the harness forks.
-#include <time.h>
 
 #include <algorithm>
 #include <chrono>
@@ -135,10 +134,9 @@ class GrpcLoadSystem final : public LoadSystem {
     std::unique_ptr<::grpc::Server> server = builder.BuildAndStart();
     if (server == nullptr || port <= 0) return absl::UnavailableError("gRPC server did not start");
     env.Ready(static_cast<uint16_t>(port));
-    // gRPC's threads serve; this one only watches for the stop flag, rarely (every wake-up
-    // takes a core from a server or client thread).
-    const timespec pause{0, kStopCheckMillis / 2 * 1000 * 1000};
-    while (!env.ShouldStop()) nanosleep(&pause, nullptr);
+    // gRPC's threads serve; this one sleeps until the stop (every wake-up would take a core
+    // from a server or client thread).
+    env.WaitForStop();
     server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
     return absl::OkStatus();
   }

@@ -594,7 +594,7 @@ absl::StatusOr<LoadReport> RunLoadPoint(const LoadSystem& system, const LoadPoin
       Pump(clients, server, report_deadline, "client reports", &ClientProcess::done);
   if (!reported.ok()) return reported;
 
-  control->stop.store(1, std::memory_order_relaxed);
+  control->RequestStop();
   server.stop_requested = true;
   if (absl::Status stopped = CollectServer(server); !stopped.ok()) return stopped;
 

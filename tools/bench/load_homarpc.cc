@@ -20,7 +20,6 @@
 //
 // Only this file includes homarpc's generated echo header (package homarpc.bench.homa_echo);
 // see echo.proto.
-#include <time.h>
 
 #include <algorithm>
 #include <chrono>
@@ -144,10 +143,9 @@ class HomarpcLoadSystem final : public LoadSystem {
     if (server == nullptr || port <= 0)
       return absl::UnavailableError("homarpc server did not start");
     env.Ready(static_cast<uint16_t>(port));
-    // The loop thread serves; this one only watches for the stop flag, rarely (every wake-up
-    // preempts a spinning loop).
-    const timespec pause{0, kStopCheckMillis / 2 * 1000 * 1000};
-    while (!env.ShouldStop()) nanosleep(&pause, nullptr);
+    // The loop thread serves; this one sleeps until the stop (every wake-up would preempt a
+    // spinning loop).
+    env.WaitForStop();
     server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
     return absl::OkStatus();
   }

@@ -76,6 +76,9 @@ class ServerEnv {
   // True once the client half has finished; Serve() should then return promptly (within
   // about kStopCheckMillis). Cheap enough to call on every iteration of a busy-poll loop.
   virtual bool ShouldStop() const = 0;
+  // Blocks until ShouldStop() is true, without waking before then: for a server whose own
+  // threads serve, so that its main thread never takes a core from them.
+  virtual void WaitForStop() const = 0;
   // Adds a value to the point's Result (e.g. a server-side counter).
   virtual void AddExtra(Extra extra) = 0;
 };
