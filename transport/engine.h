@@ -82,6 +82,7 @@ struct EngineStats {
   // Gauges (current values).
   uint64_t client_rpcs = 0;
   uint64_t server_rpcs = 0;
+  uint64_t tombstones = 0;                // ended server RPCs remembered against duplicates
   uint64_t peers = 0;
   uint64_t rx_bytes_held = 0;             // buffers of partially received messages
   uint64_t throttled_rpcs = 0;            // waiting for the pacer

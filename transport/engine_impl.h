@@ -151,6 +151,8 @@ class Engine::Impl {
   void Tick();
   void TickClientRpc(Rpc* rpc);
   void TickServerRpc(Rpc* rpc);
+  // Forgets at most `max` tombstones whose time is up (oldest first).
+  void ExpireTombstones(int64_t now, size_t max);
 
   // ---- state ----
   const Config config_;
@@ -173,7 +175,8 @@ class Engine::Impl {
   absl::flat_hash_map<uint64_t, std::unique_ptr<Rpc>> client_rpcs_;
   absl::flat_hash_map<ServerKey, std::unique_ptr<Rpc>> server_rpcs_;
   // Server RPCs recently ended after delivery: a late duplicate of their request must not run
-  // again (at-most-once). Expire after 2 x timeout_ticks.
+  // again (at-most-once). Expire after 2 x timeout_ticks, a few at each RPC's end and the rest
+  // at the tick (engine_timer.cc, DESIGN NOTES).
   absl::flat_hash_set<ServerKey> tombstones_;
   std::deque<std::pair<int64_t, ServerKey>> tombstone_expiry_;
   std::vector<std::unique_ptr<Rpc>> dead_;

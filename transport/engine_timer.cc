@@ -10,6 +10,12 @@
 // The walk works on a snapshot of RPC pointers because ending an RPC runs callbacks that may
 // start or end others; ended RPCs stay allocated (dead_) until Reap(), so the snapshot never
 // dangles, and their state is kDead.
+//
+// Tombstones (engine.cc, at-most-once) expire mostly outside the tick: each server RPC that
+// ends forgets up to two expired ones before it adds its own, and the tick only takes what is
+// left (when RPCs stop ending). Expiring all of them at the tick made it a burst that grows with
+// the call rate: at ~55k RPCs/s, ~55 hash-set erases per tick (~7 us, measured) landed on one
+// RPC of every millisecond, ~2% of the calls of a loopback ping-pong (homarpc-bench unary).
 #include <algorithm>
 #include <vector>
 
@@ -46,6 +52,16 @@ int64_t Engine::Impl::NextTimerNanos() const {
   return next;
 }
 
+void Engine::Impl::ExpireTombstones(int64_t now, size_t max) {
+  for (size_t n = 0; n < max && !tombstone_expiry_.empty() &&
+                     tombstone_expiry_.front().first <= now;
+       ++n) {
+    tombstones_.erase(tombstone_expiry_.front().second);
+    tombstone_expiry_.pop_front();
+  }
+  stats_.tombstones = tombstones_.size();
+}
+
 void Engine::Impl::FlushAcks() {
   for (Peer* peer : peers_with_acks_) {
     while (!peer->pending_acks.empty()) SendAcks(peer, 0);
@@ -71,10 +87,7 @@ void Engine::Impl::Tick() {
     }
   }
 
-  while (!tombstone_expiry_.empty() && tombstone_expiry_.front().first <= now) {
-    tombstones_.erase(tombstone_expiry_.front().second);
-    tombstone_expiry_.pop_front();
-  }
+  ExpireTombstones(now, tombstone_expiry_.size());
   if (now >= next_peer_gc_nanos_) {
     next_peer_gc_nanos_ = now + kNanosPerSecond;
     peers_.CollectIdle(now - int64_t{config_.peer_idle_secs} * kNanosPerSecond);

@@ -502,6 +502,41 @@ TEST_F(EngineTest, Engine_DuplicateRequestRunsOnce) {
   EXPECT_EQ(server->engine().stats().duplicate_requests_suppressed, 6u);
 }
 
+// Tombstones expire as later RPCs end, not only at the tick (which used to erase a whole
+// millisecond's worth at once, delaying the RPC in flight then).
+TEST_F(EngineTest, Engine_EndingRpcExpiresOldTombstonesWithoutATick) {
+  EchoServer();
+  const int64_t lifetime =
+      2 * int64_t{net.config().timeout_ticks} * net.config().tick_usecs * 1000;
+  ASSERT_TRUE(client->engine().SendRequest(server->address(), Bytes(100), 1).ok());
+  net.Settle();
+  net.Ticks(1);  // the ACK flows: the server ends the RPC and keeps its tombstone
+  ASSERT_EQ(server->engine().stats().server_rpcs, 0u);
+  ASSERT_EQ(server->engine().stats().tombstones, 1u);
+
+  // Past the first tombstone's time, with no tick: packets only.
+  net.clock.Set(net.clock.NowNanos() + lifetime + 1);
+  ASSERT_TRUE(client->engine().SendRequest(server->address(), Bytes(100), 2).ok());
+  const std::deque<Captured> second = client->outbox;
+  net.Settle();
+  // The third request carries the ACK of the second: the second ends, forgets the first's
+  // tombstone and leaves its own.
+  ASSERT_TRUE(client->engine().SendRequest(server->address(), Bytes(100), 3).ok());
+  net.Settle();
+  EXPECT_EQ(server->engine().stats().server_rpcs, 1u);
+  EXPECT_EQ(server->engine().stats().tombstones, 1u);
+  ASSERT_EQ(client->responses.size(), 3u);
+
+  // A replay of the second request still runs nothing; the tick forgets the rest in time.
+  for (const Captured& c : second) server->engine().HandlePacket(client->address(), c.bytes);
+  net.Settle();
+  EXPECT_EQ(server->requests.size(), 3u);
+  EXPECT_EQ(server->engine().stats().duplicate_requests_suppressed, 1u);
+  net.Ticks(1);
+  net.Run(lifetime + 1000 * 1000);
+  EXPECT_EQ(server->engine().stats().tombstones, 0u);
+}
+
 struct SmallLimitsTest : EngineTest {
   static Config Limits() {
     Config c = Unpaced();
