@@ -45,13 +45,14 @@
 # 256 KiB bulk messages, 8 in flight (run `mixed-256k`); `workload` runs once per workload,
 # each at its own link rate (the table `workload_rate` below), and W3 once more at 10% load
 # (run `workload-w3-low`): those two explain missed targets (section "What limits"); `cpu`
-# runs three times: both systems with their defaults (run `cpu`), then homarpc alone without
+# runs four times: both systems with their defaults (run `cpu`), then homarpc alone without
 # busy-polling, --spin_us=0 (run `cpu-nopoll`), and with its sync handlers on the loop thread,
-# --executor=inline (run `cpu-inline`).
+# --executor=inline (run `cpu-inline`), then both systems with callback servers,
+# --server_api=callback (run `cpu-callback`).
 #
 # What it writes, in DIR/benchmarks/:
 #   <run>.md, <run>.log, <run>.info   per run (unloaded, mixed, mixed-fifo, workload-w3, ...,
-#                                     cpu, cpu-nopoll, cpu-inline): the Markdown tables homarpc-bench printed,
+#                                     cpu, cpu-nopoll, cpu-inline, cpu-callback): the Markdown tables homarpc-bench printed,
 #                                     its stderr, and how it ran (command, mode, link rate,
 #                                     queue limit, exit status, date)
 #   <run>.jsonl                       the run's JSON lines (homarpc-bench --json_out): the
@@ -116,7 +117,8 @@ default_rate=1gbit
 declare -A workload_rate=([w1]=10mbit [w2]=20mbit [w3]=150mbit [w4]=1gbit [w5]=1gbit)
 # Measuring time per point, in ms. `unloaded` has ~10 sizes x 2 systems; `mixed` 2 variants x 2
 # systems; `workload` 2 loads x 2 systems per workload (plus its unloaded calibration); `cpu` 2
-# systems, then homarpc alone without busy-polling (run cpu-nopoll, the same time). W5 gets
+# systems, then homarpc alone without busy-polling and with inline handlers (runs cpu-nopoll,
+# cpu-inline), then both systems' callback servers (run cpu-callback), the same time each. W5 gets
 # longer in a full run: at 39 calls/s, 30 s would leave ~100 calls per bucket.
 declare -A quick_ms full_ms
 quick_ms=([unloaded]=500 [mixed]=5000 [workload]=5000 [cpu]=3000)
@@ -196,7 +198,7 @@ run_files() {
     mixed) echo "mixed.* mixed-*.cdf mixed-fifo.* mixed-fifo mixed-256k.* mixed-256k" ;;
     workload-w3) echo "$1.* $1-*.dat $1-low.* $1-low" ;;
     workload-*) echo "$1.* $1-*.dat" ;;
-    cpu) echo "cpu.* cpu-nopoll.* cpu-inline.*" ;;
+    cpu) echo "cpu.* cpu-nopoll.* cpu-inline.* cpu-callback.*" ;;
   esac
 }
 
@@ -455,6 +457,7 @@ run_all() {
         run_bench cpu-nopoll "$default_rate" "$ms" --scenario=cpu --systems=homarpc --spin_us=0
         run_bench cpu-inline "$default_rate" "$ms" --scenario=cpu --systems=homarpc \
           --executor=inline
+        run_bench cpu-callback "$default_rate" "$ms" --scenario=cpu --server_api=callback
         ;;
     esac
   done
@@ -720,6 +723,11 @@ EOF
     ratio_row "\`cpu\`: CPU time per 64 B RPC (client + server), homarpc's sync handlers on the loop thread (\`--executor=inline\`, run \`cpu-inline\`; gRPC from run \`cpu\`)" \
       "$n" "$g" us "<=" 0.5
   fi
+  if [[ -f "$data/cpu-callback.jsonl" ]]; then
+    ratio_row "\`cpu\`: CPU time per 64 B RPC (client + server), both systems' callback servers (\`--server_api=callback\`, run \`cpu-callback\`)" \
+      "$(jv "$data/cpu-callback.jsonl" total_us_per_rpc scenario=cpu system=homarpc)" \
+      "$(jv "$data/cpu-callback.jsonl" total_us_per_rpc scenario=cpu system=grpc)" us "<=" 0.5
+  fi
   echo
 }
 
@@ -805,18 +813,23 @@ cpu_comparison() {
   echo "## \`cpu\`: homarpc with and without busy-polling, pool and inline handlers"
   echo
   echo "CPU time per 64 B RPC in µs (the measuring phase's CPU time over the calls completed in it),"
-  echo "from the JSON lines of the runs \`cpu\`, \`cpu-nopoll\` and \`cpu-inline\`. By default homarpc's waiting"
-  echo "threads busy-poll (\`--spin_us\`) before they sleep, and that CPU time counts here;"
-  echo "\`--spin_us=0\` always blocks. By default homarpc runs sync handlers on a worker pool (one"
+  echo "from the JSON lines of the runs \`cpu\`, \`cpu-nopoll\`, \`cpu-inline\` and \`cpu-callback\`. By default"
+  echo "homarpc's waiting threads busy-poll (\`--spin_us\`) before they sleep, and that CPU time counts"
+  echo "here; \`--spin_us=0\` always blocks. By default homarpc runs sync handlers on a worker pool (one"
   echo "thread hand-off per call, which gRPC's sync server, running handlers on its polling threads,"
   echo "does not pay); \`--executor=inline\` runs them on the loop thread, for handlers that never block."
+  echo "\`--server_api=callback\` gives both systems callback servers (\`Echo::CallbackService\`), whose"
+  echo "handlers run on the thread that received the call: gRPC's callback threads, homarpc's loop."
+  echo "The last column divides by gRPC's total in run \`cpu\` (its sync server)."
   echo
   echo "| system | run | client | server | total | total ÷ gRPC's |"
   echo "|---|---|---:|---:|---:|---:|"
   local row file system name t r
   for row in "grpc cpu gRPC" "homarpc cpu homarpc, busy-polling (default)" \
     "homarpc cpu-nopoll homarpc, no busy-polling (--spin_us=0)" \
-    "homarpc cpu-inline homarpc, handlers on the loop thread (--executor=inline)"; do
+    "homarpc cpu-inline homarpc, handlers on the loop thread (--executor=inline)" \
+    "grpc cpu-callback gRPC, callback server (--server_api=callback)" \
+    "homarpc cpu-callback homarpc, callback server (--server_api=callback)"; do
     read -r system file name <<<"$row"
     [[ -f "$data/$file.jsonl" ]] || continue
     t="$(jv "$data/$file.jsonl" total_us_per_rpc scenario=cpu "system=$system")"
@@ -843,7 +856,7 @@ image() {  # file caption
 }
 
 all_runs=(unloaded mixed mixed-fifo mixed-256k workload-w1 workload-w2 workload-w3 workload-w3-low
-  workload-w4 workload-w5 cpu cpu-nopoll cpu-inline)
+  workload-w4 workload-w5 cpu cpu-nopoll cpu-inline cpu-callback)
 
 run_section() {  # id title
   local id="$1" f="$data/$1.info" rc run_mode
@@ -1017,6 +1030,7 @@ EOF
     run_section cpu "\`cpu\`: CPU time per RPC"
     run_section cpu-nopoll "\`cpu-nopoll\`: CPU time per RPC, homarpc without busy-polling (\`--spin_us=0\`)"
     run_section cpu-inline "\`cpu-inline\`: CPU time per RPC, homarpc's handlers on the loop thread (\`--executor=inline\`)"
+    run_section cpu-callback "\`cpu-callback\`: CPU time per RPC, both systems' callback servers (\`--server_api=callback\`)"
     cpu_comparison
     echo "## Files"
     echo

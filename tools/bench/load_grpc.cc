@@ -4,7 +4,9 @@
 //
 // Server: the sync Echo::Service (Echo and Fetch) on gRPC's own handler threads; Fetch answers
 // with a prefix of one preallocated buffer of the point's max_message_bytes (the copy into the
-// response is the only per-call work). Sync on both systems, as most gRPC servers are written:
+// response is the only per-call work). With --server_api=callback (LoadOptions::
+// callback_handlers), Echo::CallbackService instead: the same work, finished through the
+// context's default reactor on gRPC's callback threads. Sync on both systems, as most gRPC servers are written:
 // a bulk Fetch copies megabytes, which a callback handler would do on the thread that also
 // receives the small calls (homarpc's loop; measured: p99 of mixed's small calls 2.5-3 ms with
 // callback handlers, ~1 ms with sync ones). gRPC's defaults otherwise, listening on
@@ -41,6 +43,20 @@ using grpc_echo::EchoRequest;
 using grpc_echo::EchoResponse;
 using Stub = grpc_echo::Echo::Stub;
 
+// What both server APIs answer: Echo copies the request's payload back, Fetch a prefix of
+// `payload` of the requested size.
+::grpc::Status AnswerFetch(const std::string& payload, const EchoRequest& request,
+                           EchoResponse* response) {
+  if (request.response_bytes() > payload.size()) {
+    return ::grpc::Status(
+        ::grpc::StatusCode::INVALID_ARGUMENT,
+        absl::StrCat("response_bytes ", request.response_bytes(),
+                     " is above the point's max_message_bytes ", payload.size()));
+  }
+  response->set_payload(payload.data(), request.response_bytes());
+  return ::grpc::Status::OK;
+}
+
 class FetchService final : public grpc_echo::Echo::Service {
  public:
   explicit FetchService(uint64_t max_message_bytes) : payload_(max_message_bytes, 'x') {}
@@ -53,14 +69,30 @@ class FetchService final : public grpc_echo::Echo::Service {
 
   ::grpc::Status Fetch(::grpc::ServerContext* context, const EchoRequest* request,
                         EchoResponse* response) override {
-    if (request->response_bytes() > payload_.size()) {
-      return ::grpc::Status(
-          ::grpc::StatusCode::INVALID_ARGUMENT,
-          absl::StrCat("response_bytes ", request->response_bytes(),
-                       " is above the point's max_message_bytes ", payload_.size()));
-    }
-    response->set_payload(payload_.data(), request->response_bytes());
-    return ::grpc::Status::OK;
+    return AnswerFetch(payload_, *request, response);
+  }
+
+ private:
+  const std::string payload_;
+};
+
+class CallbackFetchService final : public grpc_echo::Echo::CallbackService {
+ public:
+  explicit CallbackFetchService(uint64_t max_message_bytes) : payload_(max_message_bytes, 'x') {}
+
+  ::grpc::ServerUnaryReactor* Echo(::grpc::CallbackServerContext* context,
+                                   const EchoRequest* request, EchoResponse* response) override {
+    response->set_payload(request->payload());
+    ::grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+    reactor->Finish(::grpc::Status::OK);
+    return reactor;
+  }
+
+  ::grpc::ServerUnaryReactor* Fetch(::grpc::CallbackServerContext* context,
+                                    const EchoRequest* request, EchoResponse* response) override {
+    ::grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+    reactor->Finish(AnswerFetch(payload_, *request, response));
+    return reactor;
   }
 
  private:
@@ -120,15 +152,21 @@ class GrpcLoadChannel final : public LoadChannel {
 
 class GrpcLoadSystem final : public LoadSystem {
  public:
+  explicit GrpcLoadSystem(bool callback_handlers) : callback_handlers_(callback_handlers) {}
   std::string name() const override { return kGrpcSystem; }
 
   absl::Status Serve(const LoadPoint& point, ServerEnv& env) const override {
-    FetchService service(point.max_message_bytes);
+    FetchService sync_service(point.max_message_bytes);
+    CallbackFetchService callback_service(point.max_message_bytes);
     ::grpc::ServerBuilder builder;
     int port = 0;
     builder.AddListeningPort(absl::StrCat(point.settings.server_host, ":0"),
                              ::grpc::InsecureServerCredentials(), &port);
-    builder.RegisterService(&service);
+    if (callback_handlers_) {
+      builder.RegisterService(&callback_service);
+    } else {
+      builder.RegisterService(&sync_service);
+    }
     builder.SetMaxReceiveMessageSize(LoadMessageLimit(point));
     builder.SetMaxSendMessageSize(LoadMessageLimit(point));
     std::unique_ptr<::grpc::Server> server = builder.BuildAndStart();
@@ -152,10 +190,15 @@ class GrpcLoadSystem final : public LoadSystem {
     if (channel == nullptr) return absl::UnavailableError("gRPC channel was not created");
     return std::make_unique<GrpcLoadChannel>(std::move(channel), point.max_message_bytes);
   }
+
+ private:
+  const bool callback_handlers_;
 };
 
 }  // namespace
 
-std::unique_ptr<LoadSystem> MakeGrpcLoadSystem() { return std::make_unique<GrpcLoadSystem>(); }
+std::unique_ptr<LoadSystem> MakeGrpcLoadSystem(bool callback_handlers) {
+  return std::make_unique<GrpcLoadSystem>(callback_handlers);
+}
 
 }  // namespace homarpc::bench

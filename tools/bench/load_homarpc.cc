@@ -5,7 +5,9 @@
 // Server: the sync Echo::Service (Echo and Fetch) on the default worker-pool executor (or, with
 // --executor=inline, on the loop thread: LoadOptions::homarpc_inline_handlers); Fetch
 // answers with a prefix of one preallocated buffer of the point's max_message_bytes (the copy
-// into the response is the only per-call work). Sync on both systems, as most gRPC servers are
+// into the response is the only per-call work). With --server_api=callback (LoadOptions::
+// callback_handlers), Echo::CallbackService instead: the same work, finished through the
+// context's default reactor on the loop thread (large responses are still offloaded). Sync on both systems, as most gRPC servers are
 // written: a bulk Fetch copies megabytes, which a callback handler would do on the loop thread
 // that also receives the small calls (measured: p99 of mixed's small calls 2.5-3 ms with
 // callback handlers, ~1 ms with sync ones). One loop (SetNumLoops(1)), listening on
@@ -45,6 +47,20 @@ using homa_echo::EchoRequest;
 using homa_echo::EchoResponse;
 using Stub = homa_echo::Echo::Stub;
 
+// What both server APIs answer: Echo copies the request's payload back, Fetch a prefix of
+// `payload` of the requested size.
+homarpc::Status AnswerFetch(const std::string& payload, const EchoRequest& request,
+                            EchoResponse* response) {
+  if (request.response_bytes() > payload.size()) {
+    return homarpc::Status(
+        homarpc::StatusCode::INVALID_ARGUMENT,
+        absl::StrCat("response_bytes ", request.response_bytes(),
+                     " is above the point's max_message_bytes ", payload.size()));
+  }
+  response->set_payload(payload.data(), request.response_bytes());
+  return homarpc::Status::OK;
+}
+
 class FetchService final : public homa_echo::Echo::Service {
  public:
   explicit FetchService(uint64_t max_message_bytes) : payload_(max_message_bytes, 'x') {}
@@ -57,14 +73,30 @@ class FetchService final : public homa_echo::Echo::Service {
 
   homarpc::Status Fetch(homarpc::ServerContext* context, const EchoRequest* request,
                         EchoResponse* response) override {
-    if (request->response_bytes() > payload_.size()) {
-      return homarpc::Status(
-          homarpc::StatusCode::INVALID_ARGUMENT,
-          absl::StrCat("response_bytes ", request->response_bytes(),
-                       " is above the point's max_message_bytes ", payload_.size()));
-    }
-    response->set_payload(payload_.data(), request->response_bytes());
-    return homarpc::Status::OK;
+    return AnswerFetch(payload_, *request, response);
+  }
+
+ private:
+  const std::string payload_;
+};
+
+class CallbackFetchService final : public homa_echo::Echo::CallbackService {
+ public:
+  explicit CallbackFetchService(uint64_t max_message_bytes) : payload_(max_message_bytes, 'x') {}
+
+  homarpc::ServerUnaryReactor* Echo(homarpc::CallbackServerContext* context,
+                                    const EchoRequest* request, EchoResponse* response) override {
+    response->set_payload(request->payload());
+    homarpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+    reactor->Finish(homarpc::Status::OK);
+    return reactor;
+  }
+
+  homarpc::ServerUnaryReactor* Fetch(homarpc::CallbackServerContext* context,
+                                     const EchoRequest* request, EchoResponse* response) override {
+    homarpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+    reactor->Finish(AnswerFetch(payload_, *request, response));
+    return reactor;
   }
 
  private:
@@ -124,16 +156,22 @@ class HomarpcLoadChannel final : public LoadChannel {
 
 class HomarpcLoadSystem final : public LoadSystem {
  public:
-  explicit HomarpcLoadSystem(bool inline_handlers) : inline_handlers_(inline_handlers) {}
+  HomarpcLoadSystem(bool inline_handlers, bool callback_handlers)
+      : inline_handlers_(inline_handlers), callback_handlers_(callback_handlers) {}
   std::string name() const override { return kHomarpcSystem; }
 
   absl::Status Serve(const LoadPoint& point, ServerEnv& env) const override {
-    FetchService service(point.max_message_bytes);
+    FetchService sync_service(point.max_message_bytes);
+    CallbackFetchService callback_service(point.max_message_bytes);
     homarpc::ServerBuilder builder;
     int port = 0;
     builder.AddListeningPort(absl::StrCat(point.settings.server_host, ":0"),
                              homarpc::InsecureServerCredentials(), &port);
-    builder.RegisterService(&service);
+    if (callback_handlers_) {
+      builder.RegisterService(&callback_service);
+    } else {
+      builder.RegisterService(&sync_service);
+    }
     builder.SetMaxReceiveMessageSize(LoadMessageLimit(point));
     builder.SetMaxSendMessageSize(LoadMessageLimit(point));
     builder.SetNumLoops(1);
@@ -165,12 +203,13 @@ class HomarpcLoadSystem final : public LoadSystem {
 
  private:
   const bool inline_handlers_;
+  const bool callback_handlers_;
 };
 
 }  // namespace
 
-std::unique_ptr<LoadSystem> MakeHomarpcLoadSystem(bool inline_handlers) {
-  return std::make_unique<HomarpcLoadSystem>(inline_handlers);
+std::unique_ptr<LoadSystem> MakeHomarpcLoadSystem(bool inline_handlers, bool callback_handlers) {
+  return std::make_unique<HomarpcLoadSystem>(inline_handlers, callback_handlers);
 }
 
 }  // namespace homarpc::bench

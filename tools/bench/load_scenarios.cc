@@ -127,9 +127,10 @@ class Runner {
                                 : options.systems;
     for (const std::string& name : names) {
       if (name == kGrpcSystem) {
-        systems_.push_back(MakeGrpcLoadSystem());
+        systems_.push_back(MakeGrpcLoadSystem(options.callback_handlers));
       } else if (name == kHomarpcSystem) {
-        systems_.push_back(MakeHomarpcLoadSystem(options.homarpc_inline_handlers));
+        systems_.push_back(
+            MakeHomarpcLoadSystem(options.homarpc_inline_handlers, options.callback_handlers));
       } else {
         failures_.push_back({name, options.scenario, "unknown system (known: grpc, homarpc)"});
       }
@@ -229,11 +230,12 @@ std::string Runner::Heading() const {
                          " (tools/testbed.sh, rate ", rate == nullptr ? "?" : rate, ")");
   }
   return absl::StrFormat(
-      "## %s\n\n%s\n\nPer point: %d ms measuring after %d warmup calls per stream. homarpc: "
-      "io_backend=%s spin_us=%d mtu=%d link_mbps=%d direct_send=%d executor=%s. %s, %d CPUs, "
-      "%s %s.\n\n",
+      "## %s\n\n%s\n\nPer point: %d ms measuring after %d warmup calls per stream. Server "
+      "handlers: %s API on both systems. homarpc: io_backend=%s spin_us=%d mtu=%d link_mbps=%d "
+      "direct_send=%d executor=%s. %s, %d CPUs, %s %s.\n\n",
       options_.scenario, LoadScenarioDescription(options_.scenario), options_.duration_ms,
-      options_.warmup_calls, s.io_backend, s.spin_us, s.mtu, s.link_mbps, s.direct_send ? 1 : 0,
+      options_.warmup_calls, options_.callback_handlers ? "callback" : "sync", s.io_backend,
+      s.spin_us, s.mtu, s.link_mbps, s.direct_send ? 1 : 0,
       options_.homarpc_inline_handlers ? "inline" : "pool", where,
       std::thread::hardware_concurrency(), host.sysname, host.release);
 }

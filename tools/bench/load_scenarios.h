@@ -73,6 +73,11 @@ struct LoadOptions {
   // homarpc's server runs its sync handlers on the loop thread (--executor=inline) instead of
   // its default worker pool: one thread hand-off less per call, for handlers that never block.
   bool homarpc_inline_handlers = false;
+  // Both systems' servers use the callback API (Echo::CallbackService, finished through the
+  // context's default reactor on the thread that received the call: gRPC's callback threads,
+  // homarpc's loop) instead of the sync one (--server_api=callback). The executor then only
+  // takes homarpc's large responses.
+  bool callback_handlers = false;
   // Client hosts: the testbed's hosts 1..hosts-1 (namespace names from settings and
   // HOMARPC_TESTBED_*), or {"", ""} on loopback (two client processes here; empty means the
   // same).
@@ -89,10 +94,11 @@ struct LoadOptions {
 // files. Returns 0, or 1 when a point failed (reported, the run goes on), as main() does.
 int RunLoadScenario(const LoadOptions& options);
 
-// The systems, for tests and listing.
-std::unique_ptr<LoadSystem> MakeGrpcLoadSystem();
-// `inline_handlers`: see LoadOptions::homarpc_inline_handlers.
-std::unique_ptr<LoadSystem> MakeHomarpcLoadSystem(bool inline_handlers = false);
+// The systems, for tests and listing. `inline_handlers`: LoadOptions::homarpc_inline_handlers;
+// `callback_handlers`: LoadOptions::callback_handlers.
+std::unique_ptr<LoadSystem> MakeGrpcLoadSystem(bool callback_handlers = false);
+std::unique_ptr<LoadSystem> MakeHomarpcLoadSystem(bool inline_handlers = false,
+                                                  bool callback_handlers = false);
 
 // The message size limit both systems set for `point`, on client and server, for send and
 // receive: MessageLimitFor() (rpc_scenarios.h) of point.max_message_bytes — that plus 64 KiB

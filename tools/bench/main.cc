@@ -80,6 +80,10 @@ ABSL_FLAG(std::string, executor, "",
           "homarpc: where the server's sync handlers run, inline (on the loop thread) or pool "
           "(worker threads). Empty = inline for the unary scenario (its echo never blocks), "
           "pool for the load scenarios (homarpc's default).");
+ABSL_FLAG(std::string, server_api, "sync",
+          "Load scenarios: the API both systems' servers implement Echo and Fetch with, sync "
+          "(Echo::Service) or callback (Echo::CallbackService, finished on the thread that "
+          "received the call).");
 ABSL_FLAG(std::string, link_mbps, "",
           "homarpc: pacing rate in Mbit/s (0..10000000; 0 = no pacing). Empty = 0 on loopback, "
           "the testbed's link rate with --testbed.");
@@ -244,6 +248,11 @@ absl::StatusOr<Options> ParseOptions(const Registry& registry) {
     }
     options.systems.push_back(system);
   }
+  if (absl::GetFlag(FLAGS_server_api) != "sync") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--server_api: only the load scenarios (unloaded, mixed, workload, cpu) take it, not ",
+        scenario_name));
+  }
 
   std::string sizes_text = absl::GetFlag(FLAGS_sizes);
   if (sizes_text.empty()) sizes_text = DefaultSizes(scenario_name);
@@ -344,6 +353,12 @@ absl::StatusOr<LoadOptions> ParseLoadOptions(const std::string& scenario) {
   options.cpu_rate = *cpu_rate;
   // Validated in main() with the unary scenario's use of it; empty = homarpc's default pool.
   options.homarpc_inline_handlers = absl::GetFlag(FLAGS_executor) == "inline";
+  const std::string server_api = absl::GetFlag(FLAGS_server_api);
+  if (server_api != "sync" && server_api != "callback") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--server_api: '", server_api, "' is not sync or callback"));
+  }
+  options.callback_handlers = server_api == "callback";
   options.data_dir = absl::GetFlag(FLAGS_data_dir);
   options.calls_dir = absl::GetFlag(FLAGS_calls_dir);
   options.json = absl::GetFlag(FLAGS_json);
