@@ -5,7 +5,7 @@
 // Server: the sync Echo::Service (Echo and Fetch) on gRPC's own handler threads; Fetch answers
 // with a prefix of one preallocated buffer of the point's max_message_bytes (the copy into the
 // response is the only per-call work). With --server_api=callback (LoadOptions::
-// callback_handlers), Echo::CallbackService instead: the same work, finished through the
+// callback_handlers), Echo::CallbackService instead: the same Fetch, finished through the
 // context's default reactor on gRPC's callback threads. Sync on both systems, as most gRPC servers are written:
 // a bulk Fetch copies megabytes, which a callback handler would do on the thread that also
 // receives the small calls (homarpc's loop; measured: p99 of mixed's small calls 2.5-3 ms with
@@ -76,17 +76,10 @@ class FetchService final : public grpc_echo::Echo::Service {
   const std::string payload_;
 };
 
+// Fetch only: the load scenarios call nothing else (Echo answers UNIMPLEMENTED).
 class CallbackFetchService final : public grpc_echo::Echo::CallbackService {
  public:
   explicit CallbackFetchService(uint64_t max_message_bytes) : payload_(max_message_bytes, 'x') {}
-
-  ::grpc::ServerUnaryReactor* Echo(::grpc::CallbackServerContext* context,
-                                   const EchoRequest* request, EchoResponse* response) override {
-    response->set_payload(request->payload());
-    ::grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-    reactor->Finish(::grpc::Status::OK);
-    return reactor;
-  }
 
   ::grpc::ServerUnaryReactor* Fetch(::grpc::CallbackServerContext* context,
                                     const EchoRequest* request, EchoResponse* response) override {

@@ -6,7 +6,7 @@
 // --executor=inline, on the loop thread: LoadOptions::homarpc_inline_handlers); Fetch
 // answers with a prefix of one preallocated buffer of the point's max_message_bytes (the copy
 // into the response is the only per-call work). With --server_api=callback (LoadOptions::
-// callback_handlers), Echo::CallbackService instead: the same work, finished through the
+// callback_handlers), Echo::CallbackService instead: the same Fetch, finished through the
 // context's default reactor on the loop thread (large responses are still offloaded). Sync on both systems, as most gRPC servers are
 // written: a bulk Fetch copies megabytes, which a callback handler would do on the loop thread
 // that also receives the small calls (measured: p99 of mixed's small calls 2.5-3 ms with
@@ -80,17 +80,10 @@ class FetchService final : public homa_echo::Echo::Service {
   const std::string payload_;
 };
 
+// Fetch only: the load scenarios call nothing else (Echo answers UNIMPLEMENTED).
 class CallbackFetchService final : public homa_echo::Echo::CallbackService {
  public:
   explicit CallbackFetchService(uint64_t max_message_bytes) : payload_(max_message_bytes, 'x') {}
-
-  homarpc::ServerUnaryReactor* Echo(homarpc::CallbackServerContext* context,
-                                    const EchoRequest* request, EchoResponse* response) override {
-    response->set_payload(request->payload());
-    homarpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-    reactor->Finish(homarpc::Status::OK);
-    return reactor;
-  }
 
   homarpc::ServerUnaryReactor* Fetch(homarpc::CallbackServerContext* context,
                                      const EchoRequest* request, EchoResponse* response) override {

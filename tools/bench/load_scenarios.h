@@ -73,10 +73,10 @@ struct LoadOptions {
   // homarpc's server runs its sync handlers on the loop thread (--executor=inline) instead of
   // its default worker pool: one thread hand-off less per call, for handlers that never block.
   bool homarpc_inline_handlers = false;
-  // Both systems' servers use the callback API (Echo::CallbackService, finished through the
-  // context's default reactor on the thread that received the call: gRPC's callback threads,
-  // homarpc's loop) instead of the sync one (--server_api=callback). The executor then only
-  // takes homarpc's large responses.
+  // Both systems' servers answer Fetch with the callback API (Echo::CallbackService, finished
+  // through the context's default reactor on the thread that received the call: gRPC's
+  // callback threads, homarpc's loop) instead of the sync one (--server_api=callback). The
+  // executor then only takes homarpc's large responses.
   bool callback_handlers = false;
   // Client hosts: the testbed's hosts 1..hosts-1 (namespace names from settings and
   // HOMARPC_TESTBED_*), or {"", ""} on loopback (two client processes here; empty means the

@@ -81,7 +81,7 @@ ABSL_FLAG(std::string, executor, "",
           "(worker threads). Empty = inline for the unary scenario (its echo never blocks), "
           "pool for the load scenarios (homarpc's default).");
 ABSL_FLAG(std::string, server_api, "sync",
-          "Load scenarios: the API both systems' servers implement Echo and Fetch with, sync "
+          "Load scenarios: the API both systems' servers answer Fetch with, sync "
           "(Echo::Service) or callback (Echo::CallbackService, finished on the thread that "
           "received the call).");
 ABSL_FLAG(std::string, link_mbps, "",
