@@ -371,12 +371,7 @@ run_all() {
   hold_cpu_latency
   cd "$root"
   if ((!no_build)); then
-    local cxx
-    cxx="$(command -v g++ || true)"
-    [[ -n "$cxx" ]] || die "g++ not found"
-    log "configuring $(shown "$build") with $cxx (RelWithDebInfo, no sanitizers)"
-    cmake -S . -B "$build" -G Ninja -DCMAKE_CXX_COMPILER="$cxx" \
-      -DCMAKE_BUILD_TYPE=RelWithDebInfo -DHOMARPC_SANITIZE=OFF -DHOMARPC_BUILD_TESTS=OFF
+    homarpc_configure_release "$build"
     log "building homarpc-bench in $(shown "$build")"
     cmake --build "$build" --target homarpc-bench
   fi

@@ -16,15 +16,7 @@ cd "$HOMARPC_ROOT"
 homarpc_setup
 
 build_dir=build
-cxx="$(command -v g++ || true)"
-[[ -n "$cxx" ]] || homarpc_die "g++ not found"
-
-homarpc_log "configuring $build_dir with $cxx (RelWithDebInfo)"
-cmake -S . -B "$build_dir" -G Ninja \
-  -DCMAKE_CXX_COMPILER="$cxx" \
-  -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-  -DHOMARPC_SANITIZE=OFF \
-  -DHOMARPC_BUILD_TESTS=OFF
+homarpc_configure_release "$build_dir"
 homarpc_log "building $build_dir"
 cmake --build "$build_dir"
 

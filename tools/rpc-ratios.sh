@@ -26,7 +26,8 @@
 #
 # Prints a Markdown table on stdout and, last, how many runs met all four targets. Exit
 # status 0 when every run completed (whatever the ratios), 1 when a run failed, 2 for bad
-# options. Needs: cmake, ninja and a C++ compiler unless --no-build; awk.
+# options. Unless --no-build it installs missing packages (tools/lib/setup.sh) and builds
+# DIR as tools/bench-report.sh does (RelWithDebInfo, no sanitizers, no tests).
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -70,9 +71,10 @@ done
 
 bench="$build/tools/homarpc-bench"
 if ((!no_build)); then
-  if [[ ! -f "$build/CMakeCache.txt" ]]; then
-    cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >&2
-  fi
+  # shellcheck source=tools/lib/setup.sh disable=SC1091
+  source "$here/lib/setup.sh"
+  homarpc_setup
+  homarpc_configure_release "$build"  # as tools/bench-report.sh and tools/quickstart.sh
   cmake --build "$build" --target homarpc-bench >&2
 fi
 [[ -x "$bench" ]] || { echo "rpc-ratios.sh: $bench not found (build it, or drop --no-build)" >&2; exit 1; }

@@ -1,4 +1,5 @@
-# tools/lib/setup.sh: shared set-up for tools/quickstart.sh and tools/test.sh (sourced, not run).
+# tools/lib/setup.sh: shared set-up for tools/quickstart.sh, tools/test.sh and the benchmark
+# scripts (sourced, not run).
 #
 # homarpc builds only against Debian 12's packages (nothing is vendored or downloaded at build
 # time), so setting up a machine means installing those packages. homarpc_setup() checks each
@@ -6,7 +7,8 @@
 # fast. As root it installs what is missing; otherwise it names the missing packages and exits 1.
 # HOMARPC_SKIP_SETUP=1 skips the check (for machines that provide the tools some other way).
 #
-# Defines: HOMARPC_ROOT (the repository root), homarpc_setup, homarpc_log, homarpc_die.
+# Defines: HOMARPC_ROOT (the repository root), homarpc_setup, homarpc_configure_release,
+# homarpc_log, homarpc_die.
 
 # shellcheck disable=SC2034  # used by the scripts that source this file
 HOMARPC_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
@@ -64,4 +66,15 @@ homarpc_setup() {
   if ((${#missing[@]} != 0)); then
     homarpc_die "apt-get did not install: ${missing[*]}"
   fi
+}
+
+# homarpc_configure_release DIR: configures DIR (from the current directory's source tree) the
+# way programs are built to be run and measured: g++, RelWithDebInfo, no sanitizers, no tests.
+homarpc_configure_release() {
+  local dir="$1" cxx
+  cxx="$(command -v g++ || true)"
+  [[ -n "$cxx" ]] || homarpc_die "g++ not found"
+  homarpc_log "configuring $dir with $cxx (RelWithDebInfo, no sanitizers, no tests)"
+  cmake -S . -B "$dir" -G Ninja -DCMAKE_CXX_COMPILER="$cxx" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DHOMARPC_SANITIZE=OFF -DHOMARPC_BUILD_TESTS=OFF >&2
 }
