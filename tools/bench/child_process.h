@@ -16,11 +16,11 @@
 #define HOMARPC_TOOLS_BENCH_CHILD_PROCESS_H_
 
 #include <fcntl.h>
+#include <linux/futex.h>
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/mman.h>
-#include <linux/futex.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <sys/types.h>

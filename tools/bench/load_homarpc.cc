@@ -154,17 +154,18 @@ class HomarpcLoadSystem final : public LoadSystem {
   std::string name() const override { return kHomarpcSystem; }
 
   absl::Status Serve(const LoadPoint& point, ServerEnv& env) const override {
-    FetchService sync_service(point.max_message_bytes);
-    CallbackFetchService callback_service(point.max_message_bytes);
+    // Only the one in use: each holds a buffer of max_message_bytes (8 MiB in mixed).
+    std::unique_ptr<homarpc::Service> service;
+    if (callback_handlers_) {
+      service = std::make_unique<CallbackFetchService>(point.max_message_bytes);
+    } else {
+      service = std::make_unique<FetchService>(point.max_message_bytes);
+    }
     homarpc::ServerBuilder builder;
     int port = 0;
     builder.AddListeningPort(absl::StrCat(point.settings.server_host, ":0"),
                              homarpc::InsecureServerCredentials(), &port);
-    if (callback_handlers_) {
-      builder.RegisterService(&callback_service);
-    } else {
-      builder.RegisterService(&sync_service);
-    }
+    builder.RegisterService(service.get());
     builder.SetMaxReceiveMessageSize(LoadMessageLimit(point));
     builder.SetMaxSendMessageSize(LoadMessageLimit(point));
     builder.SetNumLoops(1);
