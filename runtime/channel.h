@@ -69,6 +69,11 @@ inline constexpr char kArgIoBackend[] = "homarpc.io_backend";
 // sleeps is sent by the caller itself, without waking the loop (transport::Config::
 // direct_send); 0: every request goes through the loop thread.
 inline constexpr char kArgDirectSend[] = "homarpc.direct_send";
+// 0 (default): data to a peer on this host (a loopback address, or one of this host's own)
+// goes out as soon as it is granted: it never reaches a NIC, so pacing it at
+// kArgLinkMbps would only cap same-host transfers at that rate. 1: paced like any other
+// (transport::Config::pace_local).
+inline constexpr char kArgPaceLocal[] = "homarpc.pace_local";
 // Blocking calls driven by their caller's thread (default 4; 0 = none): a channel lends up
 // to this many blocking callers at once a socket of their own, which the caller's thread
 // drives while it waits (sends, polls for the response, runs the timers), so no loop thread

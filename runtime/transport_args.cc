@@ -45,6 +45,12 @@ absl::Status ApplyTransportArgs(const ChannelArguments& args, UdpTransportOption
   }
   config.direct_send = direct == 1;
 
+  const int pace_local = args.GetInt(kArgPaceLocal, config.pace_local ? 1 : 0);
+  if (pace_local != 0 && pace_local != 1) {
+    return absl::InvalidArgumentError(absl::StrCat(kArgPaceLocal, " must be 0 or 1"));
+  }
+  config.pace_local = pace_local == 1;
+
   if (const std::string* io = args.GetString(kArgIoBackend); io != nullptr) {
     const std::optional<transport::IoKind> kind = transport::ParseIoKind(*io);
     if (!kind.has_value()) {

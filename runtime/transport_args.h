@@ -28,10 +28,11 @@ inline constexpr int kMaxCallerSockets = 256;
 // Channels and servers size transport::Config's message limits with it.
 uint32_t MessageLengthFor(int64_t payload_limit);
 
-// Applies kArgSpinMicros, kArgMtu, kArgIoBackend, kArgLinkMbps, kArgDirectSend and
-// kArgCallerSockets from `args` (absent keys keep the transport's defaults) to `options`.
+// Applies kArgSpinMicros, kArgMtu, kArgIoBackend, kArgLinkMbps, kArgDirectSend, kArgPaceLocal
+// and kArgCallerSockets from `args` (absent keys keep the transport's defaults) to `options`.
 // INVALID_ARGUMENT naming the key for a bad value (negative spin or link rate, non-positive
-// MTU, an unknown backend, caller sockets outside [0, kMaxCallerSockets]); `options` may then
+// MTU, an unknown backend, a flag other than 0 or 1, caller sockets outside
+// [0, kMaxCallerSockets]); `options` may then
 // be partly changed. Servers ignore kArgCallerSockets.
 absl::Status ApplyTransportArgs(const ChannelArguments& args, UdpTransportOptions* options);
 

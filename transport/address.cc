@@ -82,6 +82,14 @@ Address Address::Loopback6(uint16_t port) {
   return a;
 }
 
+bool Address::is_loopback() const {
+  if (is_v6()) {
+    const in6_addr& a = storage_.v6.sin6_addr;
+    return IN6_IS_ADDR_LOOPBACK(&a) || (IN6_IS_ADDR_V4MAPPED(&a) && a.s6_addr[12] == 127);
+  }
+  return is_set() && (ntohl(storage_.v4.sin_addr.s_addr) >> 24) == 127;
+}
+
 uint16_t Address::port() const {
   if (is_v6()) return ntohs(storage_.v6.sin6_port);
   if (is_set()) return ntohs(storage_.v4.sin_port);

@@ -34,6 +34,8 @@ class Address {
   bool is_set() const { return storage_.v4.sin_family != AF_UNSPEC; }
   bool is_v6() const { return storage_.v4.sin_family == AF_INET6; }
   int family() const { return storage_.v4.sin_family; }
+  // 127.0.0.0/8, ::1, or an IPv4-mapped 127/8 (::ffff:127.x.y.z).
+  bool is_loopback() const;
   uint16_t port() const;
   void set_port(uint16_t port);
 

@@ -20,7 +20,7 @@ struct Config {
   // IPv4/UDP, 1396 over IPv6/UDP) wherever the path's MTU is not used (below).
   uint32_t mtu = 1500;
   // Size each peer's packets for the MTU of the route to it, as the kernel reports it when the
-  // peer is first seen (PacketSink::PathMtu: IP_MTU of the route), capped at max_path_mtu;
+  // peer is first seen (PacketSink::RouteTo: IP_MTU of the route), capped at max_path_mtu;
   // `mtu` where the sink cannot tell (the in-memory fabric). Loopback's 64 KiB MTU and a
   // jumbo-frame fabric's 9000 bytes then carry 6x fewer packets per byte than 1500 would, each
   // costing the kernel and the engine about the same whatever its size (measured: a 1 MiB
@@ -63,6 +63,15 @@ struct Config {
   // ---- Sender pacing ----
   // Uplink speed the pacer assumes. 0 disables pacing (all data goes out as soon as granted).
   uint32_t link_mbps = 25000;
+  // Whether data to a peer on this host (PacketSink::RouteTo's `local`: a loopback address or
+  // one of this host's own) is paced too. Such packets never reach a NIC: the kernel hands
+  // them to the receiving socket in the sending call, so there is no queue to keep short, and
+  // pacing them at link_mbps only caps same-host transfers at that rate (measured: a 1 MiB
+  // unary echo on loopback took 1.40-1.46 ms paced at 25 Gbit/s, 0.89-0.91 ms unpaced; see
+  // docs/tuning.md). False: they go out as soon as they are granted and are not counted in
+  // the pacer's NIC backlog. True: paced like any other (to mimic a NIC on loopback, and for
+  // A/B measurement).
+  bool pace_local = false;
   uint32_t max_nic_est_backlog_usecs = 5;  // estimated NIC queue allowed before throttling
   // ...but never less than the time this many bytes take at link_mbps, up to
   // kMaxBacklogFloorUsecs. On a slow link 5 us is less than one packet (a 1500-byte frame

@@ -138,9 +138,15 @@ Engine::Impl::Impl(const Config& config, const Clock* clock, PacketSink* sink,
       first_unsched_prio_(FirstUnschedLevel(config)),
       max_sched_prio_(static_cast<uint8_t>(FirstUnschedLevel(config) - 1)),
       peers_(config.max_peers,
-             [this](const Address& a) {
-               const uint32_t path = config_.use_path_mtu ? sink_->PathMtu(a) : 0;
-               return Config::PayloadPerPacketAt(config_.MtuForPath(path), ipv6_);
+             [this](Peer* peer) {
+               Route route;
+               if (config_.use_path_mtu || !config_.pace_local) {
+                 route = sink_->RouteTo(peer->address);
+               }
+               peer->payload_per_packet = Config::PayloadPerPacketAt(
+                   config_.MtuForPath(config_.use_path_mtu ? route.mtu : 0), ipv6_);
+               peer->unpaced = route.local && !config_.pace_local;
+               if (peer->unpaced) ++stats_.unpaced_peers;
              }),
       grants_(config_, static_cast<uint8_t>(FirstUnschedLevel(config) - 1),
               config.PayloadPerPacket(ipv6)),
@@ -232,7 +238,7 @@ void Engine::Impl::AdoptSentMessage(Rpc* rpc, MessageBytes message) {
   out.sent_empty = out.length == 0;
   out.active = true;
   // The packet left on another thread: account for it as SendDataPacket would have.
-  pacer_.OnTransmit(now_, out.length, wire::kDataHeaderSize);
+  if (!rpc->peer->unpaced) pacer_.OnTransmit(now_, out.length, wire::kDataHeaderSize);
   ++stats_.packets_sent[static_cast<uint8_t>(wire::PacketType::kData)];
   stats_.data_bytes_sent += out.length;
   ++stats_.direct_sends;

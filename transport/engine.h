@@ -73,6 +73,7 @@ struct EngineStats {
   uint64_t resends_sent = 0;
   uint64_t restarts = 0;                  // client RPCs restarted after RPC_UNKNOWN
   uint64_t path_mtu_fallbacks = 0;  // peers sent Config::mtu packets after losing larger ones
+  uint64_t unpaced_peers = 0;  // peers created on this host whose DATA skips the pacer
   uint64_t client_timeouts = 0;
   uint64_t server_rpcs_abandoned = 0;     // timed out or given up waiting for an ACK
   uint64_t duplicate_requests_suppressed = 0;

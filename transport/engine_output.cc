@@ -7,6 +7,9 @@
 // message together so the I/O backend can hand them to the kernel as one GSO send; a burst is
 // short enough (one GSO frame) that a newly arrived shorter message waits at most that long.
 // Control packets (GRANT, RESEND, ...) bypass the pacer and go out at the top priority.
+// DATA to a peer on this host (Peer::unpaced, Config::pace_local) is sent as soon as it is
+// granted, in the same bursts, and not counted in the NIC backlog: it never reaches a NIC.
+// Control packets are counted whatever their destination (a few dozen bytes each).
 #include <algorithm>
 
 #include "transport/engine_impl.h"
@@ -25,7 +28,9 @@ void Engine::Impl::Pump() {
   in_pump_ = true;
   const int64_t now = now_;
   while (Rpc* rpc = pacer_.Pick()) {
-    if (!pacer_.MaySend(now, rpc->out.remaining())) break;
+    // A held-back message first in SRPT order holds back the rest too, a peer on this host's
+    // (which is never held back itself) included: it waits at most until the backlog drains.
+    if (!rpc->peer->unpaced && !pacer_.MaySend(now, rpc->out.remaining())) break;
     const uint32_t before = rpc->out.next_xmit;
     const bool empty_before = rpc->out.sent_empty;
     TransmitFrom(rpc, kBurstBytes);
@@ -47,7 +52,7 @@ uint32_t Engine::Impl::TransmitFrom(Rpc* rpc, uint32_t max_bytes) {
   const uint8_t unsched_prio = UnschedPriorityFor(rpc->peer, out.length);
   uint32_t sent = 0;
   while (out.HasSendable() && sent < max_bytes) {
-    if (sent > 0 && !pacer_.MaySend(now, out.remaining())) break;
+    if (sent > 0 && !rpc->peer->unpaced && !pacer_.MaySend(now, out.remaining())) break;
     const uint8_t prio = out.next_xmit < out.unscheduled ? unsched_prio : out.sched_priority;
     // After a restart every packet is a retransmission (PROTOCOL.md).
     const uint32_t len =
@@ -86,7 +91,7 @@ uint32_t Engine::Impl::SendDataPacket(Rpc* rpc, uint32_t offset, uint32_t max_le
   op.priority = Prio(priority);
   op.header_len = static_cast<uint8_t>(wire::EncodeHeader(p, op.header));
   sink_->Send(op);
-  pacer_.OnTransmit(now_, len, op.header_len);
+  if (!peer->unpaced) pacer_.OnTransmit(now_, len, op.header_len);
   ++stats_.packets_sent[static_cast<uint8_t>(wire::PacketType::kData)];
   stats_.data_bytes_sent += len;
   return len;

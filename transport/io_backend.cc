@@ -119,49 +119,62 @@ absl::StatusOr<std::unique_ptr<IoBackend>> CreateIoBackend(const IoOptions& opti
   return backend;
 }
 
-RouteMtuCache::RouteMtuCache(const Clock* clock, Lookup lookup, Options options)
+RouteCache::RouteCache(const Clock* clock, Lookup lookup, Options options)
     : clock_(clock), lookup_(std::move(lookup)), options_(options) {}
 
-uint32_t RouteMtuCache::Get(const Address& dest) {
+Route RouteCache::Get(const Address& dest) {
   Address host = dest;
   host.set_port(0);
   const int64_t now = clock_->NowNanos();
   auto it = entries_.find(host);
-  if (it != entries_.end() && it->second.expires_nanos > now) return it->second.mtu;
+  if (it != entries_.end() && it->second.expires_nanos > now) return it->second.route;
   if (window_start_nanos_ == INT64_MIN || now - window_start_nanos_ >= kNanosPerSecond) {
     window_start_nanos_ = now;
     window_lookups_ = 0;
   }
-  if (window_lookups_ >= options_.max_lookups_per_second) return 0;  // unknown, not cached
+  if (window_lookups_ >= options_.max_lookups_per_second) return {};  // unknown, not cached
   ++window_lookups_;
   ++lookups_;
-  const uint32_t mtu = lookup_(dest);
+  const Route route = lookup_(dest);
   if (it == entries_.end() && entries_.size() >= options_.max_entries) entries_.clear();
-  entries_.insert_or_assign(host, Entry{mtu, now + options_.ttl_nanos});
-  return mtu;
+  entries_.insert_or_assign(host, Entry{route, now + options_.ttl_nanos});
+  return route;
 }
 
-uint32_t IoBackend::PathMtu(const Address& dest) {
-  if (route_mtus_ == nullptr) {
-    route_mtus_ = std::make_unique<RouteMtuCache>(MonotonicClock::Get(), RouteMtu,
-                                                  RouteMtuCache::Options());
+Route IoBackend::RouteTo(const Address& dest) {
+  if (routes_ == nullptr) {
+    routes_ =
+        std::make_unique<RouteCache>(MonotonicClock::Get(), LookupRoute, RouteCache::Options());
   }
-  return route_mtus_->Get(dest);
+  return routes_->Get(dest);
 }
 
-uint32_t RouteMtu(const Address& dest) {
-  if (!dest.is_set()) return 0;
+Route LookupRoute(const Address& dest) {
+  if (!dest.is_set()) return {};
   const int family = dest.is_v6() ? AF_INET6 : AF_INET;
   const int fd = socket(family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return 0;
+  if (fd < 0) return {};
+  Route route;
   int mtu = 0;
   socklen_t len = sizeof(mtu);
-  const bool ok =
-      connect(fd, dest.sockaddr_ptr(), dest.sockaddr_len()) == 0 &&
-      getsockopt(fd, dest.is_v6() ? IPPROTO_IPV6 : IPPROTO_IP, dest.is_v6() ? IPV6_MTU : IP_MTU,
-                 &mtu, &len) == 0;
+  if (connect(fd, dest.sockaddr_ptr(), dest.sockaddr_len()) == 0) {
+    if (getsockopt(fd, dest.is_v6() ? IPPROTO_IPV6 : IPPROTO_IP,
+                   dest.is_v6() ? IPV6_MTU : IP_MTU, &mtu, &len) == 0 &&
+        mtu > 0) {
+      route.mtu = static_cast<uint32_t>(mtu);
+    }
+    // A local route's source is the destination itself (or, for 127/8, 127.0.0.1).
+    sockaddr_storage source{};
+    socklen_t source_len = sizeof(source);
+    Address self;
+    if (getsockname(fd, reinterpret_cast<sockaddr*>(&source), &source_len) == 0) {
+      self = Address::FromSockaddr(reinterpret_cast<const sockaddr*>(&source), source_len);
+      self.set_port(dest.port());
+    }
+    route.local = dest.is_loopback() || (self.is_set() && self == dest);
+  }
   close(fd);
-  return ok && mtu > 0 ? static_cast<uint32_t>(mtu) : 0;
+  return route;
 }
 
 namespace io_internal {

@@ -69,26 +69,27 @@ struct IoStats {
   uint64_t direct_send_wakes = 0;   // direct sends that woke their loop anyway (Endpoint only)
 };
 
-// Remembers route MTUs per IP address (any port: a server meets many client ports of one
-// host), so the kernel is asked (RouteMtu, three system calls) once per host per `ttl`, not
-// once per peer; and asks at most `max_lookups_per_second` times a second: beyond that (a flood
-// of new source addresses, real or forged) the answer is 0, "unknown", and the engine uses
-// Config::mtu. Bounded: at `max_entries` the cache starts afresh. Not thread-safe.
-class RouteMtuCache {
+// Remembers routes per IP address (any port: a server meets many client ports of one host),
+// so the kernel is asked (LookupRoute, four system calls) once per host per `ttl`, not once per
+// peer; and asks at most `max_lookups_per_second` times a second: beyond that (a flood of new
+// source addresses, real or forged) the answer is {}, "unknown" (the engine uses Config::mtu
+// and paces), and is not remembered. Bounded: at `max_entries` the cache starts afresh. Not
+// thread-safe.
+class RouteCache {
  public:
-  using Lookup = std::function<uint32_t(const Address&)>;
+  using Lookup = std::function<Route(const Address&)>;
   struct Options {
     int64_t ttl_nanos = int64_t{60} * 1000 * 1000 * 1000;  // routes change; ask again after
     uint32_t max_lookups_per_second = 100;
     size_t max_entries = 4096;
   };
-  RouteMtuCache(const Clock* clock, Lookup lookup, Options options);
-  uint32_t Get(const Address& dest);
+  RouteCache(const Clock* clock, Lookup lookup, Options options);
+  Route Get(const Address& dest);
   uint64_t lookups() const { return lookups_; }
 
  private:
   struct Entry {
-    uint32_t mtu;
+    Route route;
     int64_t expires_nanos;
   };
   const Clock* clock_;
@@ -138,20 +139,22 @@ class IoBackend : public PacketSink {
   // ring); the epoll backend returns true.
   virtual bool ReleaseOwner() { return false; }
 
-  // PacketSink: the MTU of the kernel's route to `dest` (RouteMtu, through a RouteMtuCache).
-  // Engine thread only, like Send.
-  uint32_t PathMtu(const Address& dest) override;
+  // PacketSink: the kernel's route to `dest` (LookupRoute, through a RouteCache). Engine
+  // thread only, like Send.
+  Route RouteTo(const Address& dest) override;
 
   virtual IoStats stats() const = 0;
 
  private:
-  std::unique_ptr<RouteMtuCache> route_mtus_;  // created on first use
+  std::unique_ptr<RouteCache> routes_;  // created on first use
 };
 
-// The MTU of the kernel's route to `dest` (IP_MTU / IPV6_MTU of a UDP socket connected to it;
-// nothing is sent), e.g. 65536 to a loopback address; 0 when the kernel cannot tell (no
-// route, an unset address). About three system calls: callers cache it (per peer).
-uint32_t RouteMtu(const Address& dest);
+// The kernel's route to `dest`, read from a UDP socket connected to it (nothing is sent):
+// its MTU (IP_MTU / IPV6_MTU), e.g. 65536 to a loopback address; and whether `dest` is this
+// host -- a loopback address (127/8, ::1, ::ffff:127/104), or an address the kernel picks as
+// its own source for it (a local route's). {} when the kernel cannot tell (no route, an unset
+// address). About four system calls: callers cache it (per peer).
+Route LookupRoute(const Address& dest);
 
 // Creates a backend per `options`. Errors: INVALID_ARGUMENT (unset bind address),
 // UNAVAILABLE / INTERNAL from the socket calls (errno mapped by ErrnoToStatus), and

@@ -31,15 +31,25 @@ struct OutPacket {
   size_t size() const { return header_len + payload_size(); }
 };
 
+// What the kernel's routing table says about the way to one destination.
+struct Route {
+  // The route's MTU in bytes; 0 when unknown.
+  uint32_t mtu = 0;
+  // The destination is this host: a loopback address, or one of this host's own addresses.
+  // Its packets go through the loopback device, never through a NIC's queue.
+  bool local = false;
+};
+
 class PacketSink {
  public:
   virtual ~PacketSink() = default;
   // Queues one packet. Called only from the engine's thread. Must not call back into the
   // engine. Send failures are the sink's to count: Homa recovers lost packets.
   virtual void Send(const OutPacket& packet) = 0;
-  // The MTU of the route to `dest` in bytes, or 0 when the sink cannot tell (the default).
-  // Asked once per peer, when the engine first meets it (Config::use_path_mtu).
-  virtual uint32_t PathMtu(const Address& dest) { return 0; }
+  // The route to `dest`, or {} when the sink cannot tell (the default: MTU unknown, not
+  // local). Asked once per peer, when the engine first meets it (Config::use_path_mtu,
+  // Config::pace_local).
+  virtual Route RouteTo(const Address& dest) { return {}; }
 };
 
 }  // namespace homarpc::transport

@@ -11,7 +11,7 @@ Peer* PeerTable::FindOrCreate(const Address& address, int64_t now_nanos) {
   if (peers_.size() >= max_peers_) return nullptr;
   auto peer = std::make_unique<Peer>(address);
   peer->last_active_nanos = now_nanos;
-  peer->payload_per_packet = payload_for_(address);
+  setup_(peer.get());
   Peer* raw = peer.get();
   peers_.emplace(address, std::move(peer));
   return raw;

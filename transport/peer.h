@@ -31,8 +31,11 @@ struct Peer {
   int64_t cutoffs_sent_nanos = INT64_MIN;
   // Completed client RPCs whose server may now forget them (piggybacked or sent as ACK).
   absl::InlinedVector<wire::AckEntry, 2> pending_acks;
-  // Payload bytes per DATA packet we send it (Config::MtuForPath), set when it is created.
+  // Set when the peer is created, from the route to it (PacketSink::RouteTo):
+  // payload bytes per DATA packet we send it (Config::MtuForPath), and whether its DATA
+  // packets skip the pacer (a peer on this host, unless Config::pace_local).
   uint32_t payload_per_packet = 0;
+  bool unpaced = false;
   uint32_t client_rpcs = 0;
   uint32_t server_rpcs = 0;
   int64_t last_active_nanos = 0;
@@ -40,9 +43,10 @@ struct Peer {
 
 class PeerTable {
  public:
-  // `payload_for` sizes a new peer's packets (Peer::payload_per_packet); engine thread.
-  PeerTable(uint32_t max_peers, std::function<uint32_t(const Address&)> payload_for)
-      : max_peers_(max_peers), payload_for_(std::move(payload_for)) {}
+  // `setup` fills a new peer's route-dependent fields (payload_per_packet, unpaced); engine
+  // thread.
+  PeerTable(uint32_t max_peers, std::function<void(Peer*)> setup)
+      : max_peers_(max_peers), setup_(std::move(setup)) {}
 
   // Returns the peer for `address`, creating it if needed; nullptr if the table is full.
   Peer* FindOrCreate(const Address& address, int64_t now_nanos);
@@ -60,7 +64,7 @@ class PeerTable {
 
  private:
   uint32_t max_peers_;
-  std::function<uint32_t(const Address&)> payload_for_;
+  std::function<void(Peer*)> setup_;
   absl::flat_hash_map<Address, std::unique_ptr<Peer>> peers_;
 };
 

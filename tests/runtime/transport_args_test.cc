@@ -15,6 +15,8 @@ TEST(TransportArgs, AbsentKeysKeepTheDefaults) {
   EXPECT_EQ(options.endpoint.config.mtu, defaults.mtu);
   EXPECT_TRUE(options.endpoint.config.use_path_mtu);  // each peer's route MTU
   EXPECT_EQ(options.endpoint.config.link_mbps, defaults.link_mbps);
+  EXPECT_FALSE(options.endpoint.config.pace_local);  // data to this host is not paced
+  EXPECT_TRUE(options.endpoint.config.direct_send);
   EXPECT_EQ(options.endpoint.io.kind, transport::IoKind::kAuto);
   EXPECT_EQ(options.caller_sockets, static_cast<uint32_t>(kDefaultCallerSockets));
 }
@@ -34,9 +36,13 @@ TEST(TransportArgs, EveryKeyIsApplied) {
   args.SetInt(kArgLinkMbps, 0);
   args.SetString(kArgIoBackend, "epoll");
   args.SetInt(kArgCallerSockets, 0);
+  args.SetInt(kArgPaceLocal, 1);
+  args.SetInt(kArgDirectSend, 0);
   UdpTransportOptions options;
   ASSERT_TRUE(ApplyTransportArgs(args, &options).ok());
   EXPECT_EQ(options.caller_sockets, 0u);
+  EXPECT_TRUE(options.endpoint.config.pace_local);
+  EXPECT_FALSE(options.endpoint.config.direct_send);
   EXPECT_EQ(options.endpoint.config.poll_usecs, 0u);
   EXPECT_EQ(options.endpoint.config.mtu, 9000u);
   EXPECT_FALSE(options.endpoint.config.use_path_mtu);  // a fixed MTU for every peer
@@ -70,7 +76,8 @@ TEST(TransportArgs, BadValuesAreRejectedNamingTheKey) {
     int value;
   };
   for (const Case& c : {Case{kArgSpinMicros, -1}, Case{kArgMtu, -1}, Case{kArgMtu, 100},
-                        Case{kArgLinkMbps, -5}, Case{kArgCallerSockets, -1},
+                        Case{kArgLinkMbps, -5}, Case{kArgPaceLocal, 2},
+                        Case{kArgPaceLocal, -1}, Case{kArgDirectSend, 2}, Case{kArgCallerSockets, -1},
                         Case{kArgCallerSockets, kMaxCallerSockets + 1}}) {
     ChannelArguments args;
     args.SetInt(c.key, c.value);

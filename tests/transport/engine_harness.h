@@ -56,10 +56,10 @@ class Host : public PacketSink, public EngineHandler {
     c.bytes.insert(c.bytes.end(), packet.payload2.begin(), packet.payload2.end());
     outbox.push_back(std::move(c));
   }
-  uint32_t PathMtu(const Address& dest) override {
-    ++path_mtu_queries;
-    auto it = path_mtus.find(dest);
-    return it == path_mtus.end() ? 0 : it->second;
+  Route RouteTo(const Address& dest) override {
+    ++route_queries;
+    auto it = routes.find(dest);
+    return it == routes.end() ? Route() : it->second;
   }
   void OnRequest(const ServerRpcHandle& rpc, Buffer request) override {
     requests.push_back({rpc, std::string(request.view())});
@@ -89,9 +89,10 @@ class Host : public PacketSink, public EngineHandler {
   size_t CountType(wire::PacketType type) const { return OfType(type).size(); }
 
   std::deque<Captured> outbox;
-  // What PathMtu reports per destination (absent: 0, unknown), and how often it was asked.
-  absl::flat_hash_map<Address, uint32_t> path_mtus;
-  int path_mtu_queries = 0;
+  // What RouteTo reports per destination (absent: {}, MTU unknown and not local), and how
+  // often it was asked.
+  absl::flat_hash_map<Address, Route> routes;
+  int route_queries = 0;
   std::vector<Request> requests;
   std::vector<Response> responses;
   // When set, every request is answered at once with this function's result.

@@ -57,8 +57,8 @@ struct PathMtuTest : public ::testing::Test {
 
 TEST_F(PathMtuTest, EachPeerGetsPacketsSizedForItsRoute) {
   // Given: the client's route to `jumbo` has a 9000-byte MTU; to `plain` it reports none.
-  client->path_mtus[jumbo->address()] = 9000;
-  jumbo->path_mtus[client->address()] = 9000;
+  client->routes[jumbo->address()].mtu = 9000;
+  jumbo->routes[client->address()].mtu = 9000;
   // When: the same 20000-byte request goes to each (within unsched_bytes: no grants needed).
   Buffer a = Bytes(20000, 1), b = Bytes(20000, 2);
   const std::string want_a = Str(a), want_b = Str(b);
@@ -90,7 +90,7 @@ TEST_F(PathMtuTest, EachPeerGetsPacketsSizedForItsRoute) {
 
 TEST_F(PathMtuTest, RouteMtuIsCappedAtMaxPathMtu) {
   // Given: a loopback-like route of 64 KiB; the cap (max_path_mtu) is 9000 by default.
-  client->path_mtus[jumbo->address()] = 65536;
+  client->routes[jumbo->address()].mtu = 65536;
   ASSERT_TRUE(client->engine().SendRequest(jumbo->address(), Bytes(30000), 0).ok());
   // Then: packets of the capped size, not one 30000-byte datagram.
   EXPECT_EQ(DataLengths(client), (std::vector<uint32_t>{kPayload9000, kPayload9000,
@@ -98,17 +98,17 @@ TEST_F(PathMtuTest, RouteMtuIsCappedAtMaxPathMtu) {
 }
 
 TEST_F(PathMtuTest, SinkIsAskedOncePerPeer) {
-  client->path_mtus[jumbo->address()] = 9000;
+  client->routes[jumbo->address()].mtu = 9000;
   for (int i = 0; i < 5; ++i) {
     ASSERT_TRUE(client->engine().SendRequest(jumbo->address(), Bytes(100), 0).ok());
     ASSERT_TRUE(client->engine().SendRequest(plain->address(), Bytes(100), 0).ok());
   }
-  EXPECT_EQ(client->path_mtu_queries, 2);
+  EXPECT_EQ(client->route_queries, 2);
 }
 
 TEST_F(PathMtuTest, LostLargePacketIsResentInConfigMtuPacketsFromThenOn) {
-  client->path_mtus[jumbo->address()] = 9000;
-  jumbo->path_mtus[client->address()] = 9000;
+  client->routes[jumbo->address()].mtu = 9000;
+  jumbo->routes[client->address()].mtu = 9000;
   Buffer req = Bytes(4 * kPayload9000 + 100);  // within unsched_bytes: no grants involved
   const std::string want = Str(req);
   ASSERT_TRUE(client->engine().SendRequest(jumbo->address(), std::move(req), 0).ok());
@@ -149,7 +149,7 @@ TEST_F(PathMtuTest, LostLargePacketIsResentInConfigMtuPacketsFromThenOn) {
 }
 
 TEST_F(PathMtuTest, RestartAfterEveryLargePacketWasLostUsesConfigMtu) {
-  client->path_mtus[jumbo->address()] = 9000;
+  client->routes[jumbo->address()].mtu = 9000;
   const Buffer req = Bytes(2 * kPayload9000);
   const std::string want = Str(req);
   ASSERT_TRUE(client->engine().SendRequest(jumbo->address(), Buffer::CopyOf(want), 0).ok());
@@ -171,9 +171,9 @@ TEST_F(PathMtuTest, RestartAfterEveryLargePacketWasLostUsesConfigMtu) {
 TEST_F(PathMtuTest, DirectSendsStayWithinConfigMtu) {
   // A direct send is built on another thread that does not know the peer: one packet of
   // Config::mtu at most, even toward a jumbo route.
-  client->path_mtus[jumbo->address()] = 9000;
+  client->routes[jumbo->address()].mtu = 9000;
   ASSERT_TRUE(client->engine().SendRequest(jumbo->address(), Bytes(100), 0).ok());  // peer known
-  EXPECT_EQ(client->path_mtu_queries, 1);
+  EXPECT_EQ(client->route_queries, 1);
   EXPECT_EQ(client->engine().direct_max_bytes(), kPayload1500);
 }
 
@@ -181,17 +181,18 @@ struct PathMtuOffTest : public PathMtuTest {
   static Config Off() {
     Config c = Unpaced();
     c.use_path_mtu = false;
+    c.pace_local = true;  // nor is the route needed to tell whether a peer is on this host
     return c;
   }
   PathMtuOffTest() : PathMtuTest(Off()) {}
 };
 
 TEST_F(PathMtuOffTest, EveryPeerGetsConfigMtu) {
-  client->path_mtus[jumbo->address()] = 9000;
+  client->routes[jumbo->address()].mtu = 9000;
   ASSERT_TRUE(client->engine().SendRequest(jumbo->address(), Bytes(3000), 0).ok());
   EXPECT_EQ(DataLengths(client),
             (std::vector<uint32_t>{kPayload1500, kPayload1500, 3000 - 2 * kPayload1500}));
-  EXPECT_EQ(client->path_mtu_queries, 0);  // not even asked
+  EXPECT_EQ(client->route_queries, 0);  // not even asked
 }
 
 TEST(PathMtuConfig, MtuForPathClampsAndFallsBack) {

@@ -6,6 +6,8 @@
 #include "transport/io_backend.h"
 
 #include <arpa/inet.h>
+#include <ifaddrs.h>
+#include <net/if.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/time.h>
@@ -626,51 +628,81 @@ TEST(CreateIoBackendTest, KindNames) {
   EXPECT_STREQ(IoKindName(IoKind::kEpoll), "epoll");
 }
 
-TEST(RouteMtuTest, LoopbackRouteHasLoopbacksMtu) {
+TEST(LookupRouteTest, LoopbackRouteHasLoopbacksMtuAndIsLocal) {
   // The loopback device's MTU is 65536 on Linux; IPv4 reports it capped at its largest packet.
-  const uint32_t v4 = RouteMtu(Address::Loopback4(9));
-  EXPECT_TRUE(v4 == 65535u || v4 == 65536u) << v4;
+  const Route v4 = LookupRoute(Address::Loopback4(9));
+  EXPECT_TRUE(v4.mtu == 65535u || v4.mtu == 65536u) << v4.mtu;
+  EXPECT_TRUE(v4.local);
+  // Another 127/8 address: the kernel picks 127.0.0.1 as the source, still this host.
+  EXPECT_TRUE(LookupRoute(Address::Parse("127.0.0.2:9").value()).local);
   const int v6 = socket(AF_INET6, SOCK_DGRAM | SOCK_CLOEXEC, 0);
   if (v6 >= 0) {
     close(v6);
-    const uint32_t mtu = RouteMtu(Address::Loopback6(9));
-    // 0 where IPv6 is compiled in but disabled on lo (no route); otherwise lo's MTU.
-    EXPECT_TRUE(mtu == 0 || mtu >= 65535u) << mtu;
+    const Route route = LookupRoute(Address::Loopback6(9));
+    // {} where IPv6 is compiled in but disabled on lo (no route); otherwise lo's MTU, local.
+    EXPECT_TRUE(route.mtu == 0 || route.mtu >= 65535u) << route.mtu;
+    if (route.mtu != 0) EXPECT_TRUE(route.local);
   }
 }
 
-// RouteMtuCache on a manual clock with a counting lookup that answers 1000 + the address's
-// last byte.
-struct RouteMtuCacheTest : ::testing::Test {
-  RouteMtuCache Make(RouteMtuCache::Options o = RouteMtuCache::Options()) {
-    return RouteMtuCache(
+TEST(LookupRouteTest, OwnNonLoopbackAddressIsLocal) {
+  // An address of one of this host's interfaces other than lo: the kernel routes it through
+  // lo (the local table), and LookupRoute must say so. Skipped where there is none.
+  ifaddrs* list = nullptr;
+  ASSERT_EQ(getifaddrs(&list), 0);
+  Address own;
+  for (ifaddrs* i = list; i != nullptr && !own.is_set(); i = i->ifa_next) {
+    if (i->ifa_addr == nullptr || i->ifa_addr->sa_family != AF_INET ||
+        (i->ifa_flags & IFF_LOOPBACK) != 0 || (i->ifa_flags & IFF_UP) == 0) {
+      continue;
+    }
+    own = Address::FromSockaddr(i->ifa_addr, sizeof(sockaddr_in));
+  }
+  freeifaddrs(list);
+  if (!own.is_set()) GTEST_SKIP() << "no IPv4 address on an interface other than lo";
+  own.set_port(9);
+  ASSERT_FALSE(own.is_loopback());
+  EXPECT_TRUE(LookupRoute(own).local) << own.ToString();
+}
+
+// RouteCache on a manual clock with a counting lookup that answers an MTU of 1000 + the
+// address's last byte, local for odd last bytes.
+struct RouteCacheTest : ::testing::Test {
+  RouteCache Make(RouteCache::Options o = RouteCache::Options()) {
+    return RouteCache(
         &clock,
         [this](const Address& a) {
           ++asked;
-          return 1000u + (ntohl(reinterpret_cast<const sockaddr_in*>(a.sockaddr_ptr())
-                                    ->sin_addr.s_addr) & 0xff);
+          const uint32_t last =
+              ntohl(reinterpret_cast<const sockaddr_in*>(a.sockaddr_ptr())->sin_addr.s_addr) &
+              0xff;
+          return Route{1000u + last, last % 2 == 1};
         },
         o);
   }
-  static uint32_t Get(RouteMtuCache& cache, const char* address) {
-    return cache.Get(Address::Parse(address).value());
+  static uint32_t Get(RouteCache& cache, const char* address) {
+    return cache.Get(Address::Parse(address).value()).mtu;
   }
   ManualClock clock;
   int asked = 0;
 };
 
-TEST_F(RouteMtuCacheTest, OneLookupPerHostWhateverThePort) {
-  RouteMtuCache cache = Make();
+TEST_F(RouteCacheTest, OneLookupPerHostWhateverThePort) {
+  RouteCache cache = Make();
   EXPECT_EQ(Get(cache, "10.0.0.1:1000"), 1001u);
   EXPECT_EQ(Get(cache, "10.0.0.1:2000"), 1001u);
   EXPECT_EQ(Get(cache, "10.0.0.2:1000"), 1002u);
   EXPECT_EQ(asked, 2);
+  // The whole route is remembered, not just its MTU.
+  EXPECT_TRUE(cache.Get(Address::Parse("10.0.0.1:3000").value()).local);
+  EXPECT_FALSE(cache.Get(Address::Parse("10.0.0.2:3000").value()).local);
+  EXPECT_EQ(asked, 2);
 }
 
-TEST_F(RouteMtuCacheTest, EntriesExpireAfterTheTtl) {
-  RouteMtuCache::Options o;
+TEST_F(RouteCacheTest, EntriesExpireAfterTheTtl) {
+  RouteCache::Options o;
   o.ttl_nanos = 1000;
-  RouteMtuCache cache = Make(o);
+  RouteCache cache = Make(o);
   Get(cache, "10.0.0.1:1");
   clock.Advance(999);
   Get(cache, "10.0.0.1:1");
@@ -680,27 +712,29 @@ TEST_F(RouteMtuCacheTest, EntriesExpireAfterTheTtl) {
   EXPECT_EQ(asked, 2);  // the route may have changed: asked again
 }
 
-TEST_F(RouteMtuCacheTest, LookupsAreRateLimitedAndUnknownBeyond) {
-  RouteMtuCache::Options o;
+TEST_F(RouteCacheTest, LookupsAreRateLimitedAndUnknownBeyond) {
+  RouteCache::Options o;
   o.max_lookups_per_second = 3;
-  RouteMtuCache cache = Make(o);
+  RouteCache cache = Make(o);
   for (int i = 1; i <= 3; ++i) {
     EXPECT_NE(Get(cache, absl::StrCat("10.0.0.", i, ":1").c_str()), 0u);
   }
-  // A fourth new host within the second: unknown (the engine falls back to Config::mtu), and
-  // not remembered as unknown.
-  EXPECT_EQ(Get(cache, "10.0.0.4:1"), 0u);
+  // A fourth new host within the second: unknown (the engine falls back to Config::mtu and
+  // paces it), and not remembered as unknown.
+  const Route unknown = cache.Get(Address::Parse("10.0.0.5:1").value());
+  EXPECT_EQ(unknown.mtu, 0u);
+  EXPECT_FALSE(unknown.local);
   EXPECT_EQ(Get(cache, "10.0.0.1:9"), 1001u);  // cached hosts still fine
   EXPECT_EQ(asked, 3);
   clock.Advance(kNanosPerSecond);
-  EXPECT_EQ(Get(cache, "10.0.0.4:1"), 1004u);
+  EXPECT_EQ(Get(cache, "10.0.0.5:1"), 1005u);
   EXPECT_EQ(asked, 4);
 }
 
-TEST_F(RouteMtuCacheTest, IsBoundedByMaxEntries) {
-  RouteMtuCache::Options o;
+TEST_F(RouteCacheTest, IsBoundedByMaxEntries) {
+  RouteCache::Options o;
   o.max_entries = 2;
-  RouteMtuCache cache = Make(o);
+  RouteCache cache = Make(o);
   Get(cache, "10.0.0.1:1");
   Get(cache, "10.0.0.2:1");
   Get(cache, "10.0.0.3:1");  // full: starts afresh, keeps only this one
@@ -711,12 +745,16 @@ TEST_F(RouteMtuCacheTest, IsBoundedByMaxEntries) {
   EXPECT_EQ(asked, 4);
 }
 
-TEST(RouteMtuTest, UnknownWhenThereIsNoRouteOrAddress) {
-  EXPECT_EQ(RouteMtu(Address()), 0u);
-  // A reserved address (240/4): with no route connect() fails and the answer is 0; a machine
-  // with a default route gives that route's MTU, which is never below IPv4's minimum.
-  const uint32_t mtu = RouteMtu(Address::Parse("240.0.0.1:9").value());
-  EXPECT_TRUE(mtu == 0 || mtu >= 576u) << mtu;
+TEST(LookupRouteTest, UnknownWhenThereIsNoRouteOrAddress) {
+  const Route unset = LookupRoute(Address());
+  EXPECT_EQ(unset.mtu, 0u);
+  EXPECT_FALSE(unset.local);
+  // A reserved address (240/4): with no route connect() fails and the answer is {}; a machine
+  // with a default route gives that route's MTU, which is never below IPv4's minimum. Either
+  // way it is not this host.
+  const Route route = LookupRoute(Address::Parse("240.0.0.1:9").value());
+  EXPECT_TRUE(route.mtu == 0 || route.mtu >= 576u) << route.mtu;
+  EXPECT_FALSE(route.local);
 }
 
 }  // namespace

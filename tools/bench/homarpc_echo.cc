@@ -26,7 +26,10 @@ absl::StatusOr<EndpointOptions> OptionsFor(const Point& point, bool server) {
   EndpointOptions o;
   o.config.poll_usecs = static_cast<uint32_t>(point.settings.spin_us);
   o.config.SetMtuOrRoute(static_cast<uint32_t>(point.settings.mtu));
-  o.config.link_mbps = static_cast<uint32_t>(point.settings.link_mbps);
+  if (point.settings.link_mbps >= 0) {
+    o.config.link_mbps = static_cast<uint32_t>(point.settings.link_mbps);
+  }
+  o.config.pace_local = point.settings.pace_local;
   o.config.FitToLink();  // as the runtime does with homarpc.link_mbps
   if (point.request_bytes > o.config.max_message_length ||
       point.response_bytes > o.config.max_message_length) {

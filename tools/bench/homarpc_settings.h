@@ -26,16 +26,18 @@ void Apply(const RunSettings& settings, SetInt set_int, SetString set_string) {
   set_int(homarpc::kArgSpinMicros, static_cast<int>(settings.spin_us));
   set_int(homarpc::kArgMtu, static_cast<int>(settings.mtu));
   set_string(homarpc::kArgIoBackend, settings.io_backend);
-  set_int(homarpc::kArgLinkMbps, static_cast<int>(settings.link_mbps));
+  if (settings.link_mbps >= 0) set_int(homarpc::kArgLinkMbps, static_cast<int>(settings.link_mbps));
+  set_int(homarpc::kArgPaceLocal, settings.pace_local ? 1 : 0);
   set_int(homarpc::kArgDirectSend, settings.direct_send ? 1 : 0);
 }
 
 }  // namespace homarpc_settings_internal
 
 // Sets kArgSpinMicros (--spin_us), kArgMtu (--mtu), kArgIoBackend (--io_backend),
-// kArgDirectSend (--direct_send) and kArgLinkMbps (--link_mbps, the pacing rate: 0 on loopback,
-// which has no NIC queue for the pacer to protect; on the testbed the shaped link's rate, since
-// a faster pacer overruns the switch queue).
+// kArgDirectSend (--direct_send), kArgPaceLocal (--pace_local) and kArgLinkMbps (--link_mbps,
+// the pacing rate: left at the transport's default on loopback, whose data the default does
+// not pace; on the testbed the shaped link's rate, since a faster pacer overruns the switch
+// queue).
 inline void ApplySettings(const RunSettings& settings, homarpc::ChannelArguments* args) {
   homarpc_settings_internal::Apply(
       settings, [args](const char* key, int value) { args->SetInt(key, value); },

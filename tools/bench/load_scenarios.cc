@@ -231,12 +231,10 @@ std::string Runner::Heading() const {
   }
   return absl::StrFormat(
       "## %s\n\n%s\n\nPer point: %d ms measuring after %d warmup calls per stream. Server "
-      "handlers: %s API on both systems. homarpc: io_backend=%s spin_us=%d mtu=%d link_mbps=%d "
-      "direct_send=%d executor=%s. %s, %d CPUs, %s %s.\n\n",
+      "handlers: %s API on both systems. homarpc: %s executor=%s. %s, %d CPUs, %s %s.\n\n",
       options_.scenario, LoadScenarioDescription(options_.scenario), options_.duration_ms,
-      options_.warmup_calls, options_.callback_handlers ? "callback" : "sync", s.io_backend,
-      s.spin_us, s.mtu, s.link_mbps, s.direct_send ? 1 : 0,
-      options_.homarpc_inline_handlers ? "inline" : "pool", where,
+      options_.warmup_calls, options_.callback_handlers ? "callback" : "sync",
+      DescribeHomarpcSettings(s), options_.homarpc_inline_handlers ? "inline" : "pool", where,
       std::thread::hardware_concurrency(), host.sysname, host.release);
 }
 

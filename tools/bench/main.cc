@@ -85,8 +85,12 @@ ABSL_FLAG(std::string, server_api, "sync",
           "(Echo::Service) or callback (Echo::CallbackService, finished on the thread that "
           "received the call).");
 ABSL_FLAG(std::string, link_mbps, "",
-          "homarpc: pacing rate in Mbit/s (0..10000000; 0 = no pacing). Empty = 0 on loopback, "
-          "the testbed's link rate with --testbed.");
+          "homarpc: pacing rate in Mbit/s (0..10000000; 0 = no pacing). Empty = homarpc's "
+          "default (25000, which does not pace data to this host) on loopback, the testbed's "
+          "link rate with --testbed.");
+ABSL_FLAG(std::string, pace_local, "0",
+          "homarpc: 1 = pace data to peers on this host (loopback) at --link_mbps too, as if "
+          "it crossed a NIC; 0 = send it as soon as it is granted.");
 ABSL_FLAG(bool, testbed, false,
           "Run inside tools/testbed.sh (from `testbed.sh run -- homarpc-bench ...`): the server "
           "in host 0, the client in host 1, over the shaped links. Loopback-only systems skip.");
@@ -157,7 +161,7 @@ absl::Status FlagError(absl::string_view flag, const absl::Status& status) {
 }
 
 // The flags every scenario shares that set RunSettings: --io_backend, --spin_us, --mtu,
-// --direct_send, --testbed, --link_mbps.
+// --direct_send, --pace_local, --testbed, --link_mbps.
 absl::Status ParseSettings(RunSettings* settings) {
   settings->io_backend = absl::GetFlag(FLAGS_io_backend);
   if (!transport::ParseIoKind(settings->io_backend).has_value()) {
@@ -176,6 +180,9 @@ absl::Status ParseSettings(RunSettings* settings) {
   absl::StatusOr<int64_t> direct = ParseBoundedInt(absl::GetFlag(FLAGS_direct_send), 0, 1);
   if (!direct.ok()) return FlagError("direct_send", direct.status());
   settings->direct_send = *direct == 1;
+  absl::StatusOr<int64_t> pace_local = ParseBoundedInt(absl::GetFlag(FLAGS_pace_local), 0, 1);
+  if (!pace_local.ok()) return FlagError("pace_local", pace_local.status());
+  settings->pace_local = *pace_local == 1;
   if (absl::GetFlag(FLAGS_testbed)) {
     absl::Status s = ApplyTestbed(settings);
     if (!s.ok()) return FlagError("testbed", s);
@@ -395,11 +402,10 @@ std::string SettingsLine(const Options& options, const RpcOptions& rpc_options) 
     executor = absl::StrCat(" executor=", ExecutorName(rpc_options.executor));
   }
   return absl::StrFormat(
-      "Per point: at most %d RPCs or %d ms after %d warmup RPCs. homarpc: io_backend=%s "
-      "spin_us=%d mtu=%d link_mbps=%d direct_send=%d%s. %s, %d CPUs, %s %s.",
-      options.iterations, options.duration_ms, options.warmup, options.settings.io_backend,
-      options.settings.spin_us, options.settings.mtu, options.settings.link_mbps,
-      options.settings.direct_send ? 1 : 0, executor,
+      "Per point: at most %d RPCs or %d ms after %d warmup RPCs. homarpc: %s%s. %s, %d CPUs, "
+      "%s %s.",
+      options.iterations, options.duration_ms, options.warmup,
+      DescribeHomarpcSettings(options.settings), executor,
       options.settings.server_netns.empty()
           ? std::string("Loopback")
           : absl::StrCat("Testbed: server in ", options.settings.server_netns, " at ",

@@ -35,9 +35,12 @@ struct RunSettings {
   std::string io_backend = "auto";  // "auto", "uring" or "epoll"
   int64_t spin_us = 50;             // busy-poll this long before sleeping; 0 = always block
   int64_t mtu = 0;  // MTU the transport packetises for; 0 = each peer's route MTU (kArgMtu)
-  // homarpc's pacing rate in Mbit/s; 0 = no pacing (loopback). On a shaped testbed link, its
-  // rate (a faster pacer overruns the switch queue).
-  int64_t link_mbps = 0;
+  // homarpc's pacing rate in Mbit/s; 0 = no pacing; -1 = the transport's default (25 Gbit/s,
+  // which does not pace data to this host: loopback). On a shaped testbed link, its rate (a
+  // faster pacer overruns the switch queue).
+  int64_t link_mbps = -1;
+  // homarpc: pace data to peers on this host too (transport::Config::pace_local).
+  bool pace_local = false;
   // homarpc: callers send one-packet requests themselves while the loop sleeps.
   bool direct_send = true;
   // Where the halves run. Network namespaces the server and client processes enter before
@@ -47,6 +50,10 @@ struct RunSettings {
   std::string client_netns;
   std::string server_host = "127.0.0.1";
 };
+
+// homarpc's settings as the reports print them: "io_backend=auto spin_us=50 mtu=0
+// link_mbps=25000 pace_local=0 direct_send=1" (link_mbps -1 shows the transport's default).
+std::string DescribeHomarpcSettings(const RunSettings& settings);
 
 // One measured point. The harness fills it; systems only read it.
 struct Point {
