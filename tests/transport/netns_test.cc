@@ -29,6 +29,7 @@
 #include "tests/transport/engine_harness.h"
 #include "tests/transport/netns_util.h"
 #include "transport/endpoint.h"
+#include "transport/io_backend.h"
 #include "transport/wire.h"
 
 namespace homarpc::transport {
@@ -258,6 +259,23 @@ TEST_P(NetnsTest, Netns_LinkHas1500MtuAndSocketsLiveInTheirNamespaces) {
   ASSERT_TRUE(after.ok()) << after.status();
   EXPECT_GE(after->rx_bytes - before->rx_bytes, 3000);
   EXPECT_GE(after->tx_bytes - before->tx_bytes, 3000);
+}
+
+TEST_P(NetnsTest, Netns_RouteToTheOtherHostIsNotLocalAndItsOwnAddressIs) {
+  // The testbed's hosts pace their data to each other (their veth is the "NIC"): the route
+  // from B to A must not count as local, while B's own address does (Config::pace_local).
+  Route to_a, to_self;
+  absl::Status entered = ns_b_->RunInside([&] {
+    Address a = link_.ipv4_a, b = link_.ipv4_b;
+    a.set_port(9);
+    b.set_port(9);
+    to_a = LookupRoute(a);
+    to_self = LookupRoute(b);
+  });
+  ASSERT_TRUE(entered.ok()) << entered;
+  EXPECT_EQ(to_a.mtu, kMtu);
+  EXPECT_FALSE(to_a.local);
+  EXPECT_TRUE(to_self.local);
 }
 
 TEST_P(NetnsTest, Netns_EchoSizesByteExactOver1500MtuVeth) {
