@@ -121,9 +121,11 @@ struct Config {
   // ---- Loop and waiting ----
   uint32_t poll_usecs = 50;  // spin this long before sleeping; 0 = always sleep
   // Spin this long instead while a message is mid-transfer (we are sending one, or granted
-  // bytes are on their way to us): the next grant or data packet is due within microseconds,
-  // and sleeping through the gap costs a wake-up each time (measured: a 16 MiB one-way transfer
-  // on io_uring ran 2.6x faster with 200 than with 50). Ignored when poll_usecs is 0.
+  // bytes are on their way to us, or a request of ours that needed grants has just gone and
+  // its response has not started: Engine::MidTransfer): the next packet is due within
+  // microseconds, and sleeping through the gap costs a wake-up each time (measured: a 16 MiB
+  // one-way transfer on io_uring ran 2.6x faster with 200 than with 50). Ignored when
+  // poll_usecs is 0.
   uint32_t busy_poll_usecs = 200;
   // A one-packet request started on a thread other than the loop's, while the loop sleeps, is
   // sent by that thread itself (one sendmsg) and handed to the loop without waking it: the

@@ -115,7 +115,10 @@ void Engine::OnTimer() { impl_->OnTimer(); }
 int64_t Engine::NextTimerNanos() const { return impl_->NextTimerNanos(); }
 void Engine::Reap() { impl_->Reap(); }
 bool Engine::MidTransfer() const {
-  return impl_->sends_in_progress_ > 0 || impl_->grants_.total_incoming() > 0;
+  const Impl& e = *impl_;
+  const int64_t busy_nanos = int64_t{e.config_.busy_poll_usecs} * kNanosPerMicro;
+  return e.sends_in_progress_ > 0 || e.grants_.total_incoming() > 0 ||
+         (e.long_replies_awaited_ > 0 && e.now_ - e.long_request_sent_nanos_ < busy_nanos);
 }
 const EngineStats& Engine::stats() const { return impl_->stats_; }
 EngineMemory Engine::memory() const { return impl_->memory(); }

@@ -178,7 +178,12 @@ class Engine {
   int64_t NextTimerNanos() const;
 
   // Whether a message is mid-transfer: one of ours is not fully sent, or bytes we granted (or
-  // a message's unscheduled prefix) are still on their way. The loop spins longer then.
+  // a message's unscheduled prefix) are still on their way, or a request of ours longer than
+  // unsched_bytes finished sending less than busy_poll_usecs ago (as of the engine's last
+  // entry) and its response has not started: that response is due as soon as the server has
+  // read the request, and sleeping through the gap costs a wake-up on the critical path
+  // (measured: unary echoes on loopback, median p50 of 6 A/B pairs: 1 MiB 986 -> 822 us,
+  // 64 KiB 127 -> 103 us). The loop spins longer then.
   bool MidTransfer() const;
 
   // Sends every acknowledgement still owed to servers now, instead of at the next tick (or

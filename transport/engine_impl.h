@@ -90,10 +90,24 @@ class Engine::Impl {
   void AdoptSentMessage(Rpc* rpc, MessageBytes message);
   // Fails a client RPC (OnResponse with `status`) and ends it.
   void FailClientRpc(Rpc* rpc, absl::Status status);
-  // Recounts rpc in sends_in_progress_ after its outgoing message or state changed.
+  // Recounts rpc in sends_in_progress_ and long_replies_awaited_ after its outgoing message or
+  // state changed.
   void UpdateSending(Rpc* rpc) {
-    const bool sending =
-        rpc->state != RpcState::kDead && rpc->out.active && !rpc->out.FullySent();
+    const bool live = rpc->state != RpcState::kDead && rpc->out.active;
+    const bool sending = live && !rpc->out.FullySent();
+    // A client's request that needed grants is all sent and no response byte is in yet
+    // (out.active turns false when the response starts).
+    const bool awaiting = live && !sending && rpc->is_client &&
+                          rpc->out.length > config_.unsched_bytes;
+    if (awaiting != rpc->awaiting_long_reply) {
+      rpc->awaiting_long_reply = awaiting;
+      if (awaiting) {
+        ++long_replies_awaited_;
+        long_request_sent_nanos_ = now_;
+      } else {
+        --long_replies_awaited_;
+      }
+    }
     if (sending == rpc->sending) return;
     rpc->sending = sending;
     if (sending) {
@@ -186,6 +200,10 @@ class Engine::Impl {
   // one entry, including handler callbacks that run inside it.
   int64_t now_ = 0;
   uint32_t sends_in_progress_ = 0;  // RPCs whose outgoing message is not fully sent
+  // Client RPCs whose long request (more than unsched_bytes) is all sent and whose response
+  // has not started, and when the last of those requests was done (MidTransfer).
+  uint32_t long_replies_awaited_ = 0;
+  int64_t long_request_sent_nanos_ = 0;
   int64_t next_tick_nanos_;
   int64_t next_peer_gc_nanos_;
   bool in_pump_ = false;

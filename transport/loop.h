@@ -37,7 +37,8 @@ namespace homarpc::transport {
 // Spinning buys latency with CPU: a wake-up through the kernel costs ~50 us here, a busy-polled
 // round trip ~5 us. It pays only when work is about to arrive, so the policy spins
 //   - busy_spin while a message is mid-transfer (the next grant or data packet is due within
-//     microseconds);
+//     microseconds), and just after a long request of ours has gone (its response is due once
+//     the server has read it: Engine::MidTransfer);
 //   - spin while this loop waits for responses to its own requests (one round trip away), or
 //     when recent idle gaps were short: an exponential average (weight 1/8) of the idle time
 //     before each piece of work, each gap counted as at most 2 x `spin`, is at most `spin`

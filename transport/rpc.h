@@ -40,6 +40,8 @@ struct Rpc {
 
   // Counted in the engine's sends_in_progress_ (its outgoing message is not fully sent).
   bool sending = false;
+  // Client: counted in the engine's long_replies_awaited_ (UpdateSending).
+  bool awaiting_long_reply = false;
   // Scheduling bookkeeping (owned by Pacer and GrantScheduler respectively).
   bool in_ready_set = false;
   uint64_t ready_key = 0;

@@ -77,7 +77,8 @@ TEST(TransportArgs, BadValuesAreRejectedNamingTheKey) {
   };
   for (const Case& c : {Case{kArgSpinMicros, -1}, Case{kArgMtu, -1}, Case{kArgMtu, 100},
                         Case{kArgLinkMbps, -5}, Case{kArgPaceLocal, 2},
-                        Case{kArgPaceLocal, -1}, Case{kArgDirectSend, 2}, Case{kArgCallerSockets, -1},
+                        Case{kArgPaceLocal, -1}, Case{kArgDirectSend, 2},
+                        Case{kArgCallerSockets, -1},
                         Case{kArgCallerSockets, kMaxCallerSockets + 1}}) {
     ChannelArguments args;
     args.SetInt(c.key, c.value);

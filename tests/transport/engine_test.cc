@@ -149,6 +149,52 @@ TEST_F(EngineTest, Engine_MidTransferTracksMessagesInFlight) {
   EXPECT_FALSE(client->engine().MidTransfer());
 }
 
+TEST_F(EngineTest, Engine_MidTransferCoversTheWaitForALongRequestsResponse) {
+  const int64_t busy_nanos = int64_t{net.config().busy_poll_usecs} * 1000;
+  // A request longer than unsched_bytes, all of it delivered; the server has not answered.
+  ASSERT_TRUE(client->engine().SendRequest(server->address(), Bytes(200000), 1).ok());
+  net.Settle();
+  ASSERT_EQ(server->requests.size(), 1u);
+  // Expect: the client still counts as mid-transfer (the response is due once the server has
+  // read the request) ...
+  EXPECT_TRUE(client->engine().MidTransfer());
+  // ... until busy_poll_usecs have passed.
+  net.clock.Advance(busy_nanos - 1);
+  client->engine().OnTimer();
+  EXPECT_TRUE(client->engine().MidTransfer());
+  net.clock.Advance(1);
+  client->engine().OnTimer();
+  EXPECT_FALSE(client->engine().MidTransfer());
+  ASSERT_TRUE(server->engine().SendResponse(server->requests[0].handle, Bytes(100)).ok());
+  net.Settle();
+  ASSERT_EQ(client->responses.size(), 1u);
+
+  // Another one: the first byte of its response ends the wait at once.
+  ASSERT_TRUE(client->engine().SendRequest(server->address(), Bytes(200000), 2).ok());
+  net.Settle();
+  ASSERT_EQ(server->requests.size(), 2u);
+  EXPECT_TRUE(client->engine().MidTransfer());
+  ASSERT_TRUE(server->engine().SendResponse(server->requests[1].handle, Bytes(100)).ok());
+  net.Settle();
+  ASSERT_EQ(client->responses.size(), 2u);
+  EXPECT_FALSE(client->engine().MidTransfer());
+
+  // A request that needed no grants (within unsched_bytes) does not count.
+  ASSERT_TRUE(client->engine().SendRequest(server->address(), Bytes(30000), 3).ok());
+  net.Settle();
+  ASSERT_EQ(server->requests.size(), 3u);
+  EXPECT_FALSE(client->engine().MidTransfer());
+
+  // Nor does one whose RPC ended (aborted) before any response.
+  absl::StatusOr<RpcId> id = client->engine().SendRequest(server->address(), Bytes(200000), 4);
+  ASSERT_TRUE(id.ok());
+  net.Settle();
+  ASSERT_EQ(server->requests.size(), 4u);
+  EXPECT_TRUE(client->engine().MidTransfer());
+  client->engine().AbortClientRpc(*id, absl::CancelledError("abandoned"));
+  EXPECT_FALSE(client->engine().MidTransfer());
+}
+
 TEST_F(EngineTest, Engine_SrptGrantsShortestRemainingFirst) {
   Host* client2 = net.AddHost("10.0.0.3:40000");
   // Two senders start long messages to the server: 2 MB from client, 500 KB from client2.

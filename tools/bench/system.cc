@@ -12,9 +12,10 @@ namespace homarpc::bench {
 std::string DescribeHomarpcSettings(const RunSettings& settings) {
   const int64_t link_mbps = settings.link_mbps >= 0 ? settings.link_mbps
                                                     : int64_t{transport::Config().link_mbps};
-  return absl::StrFormat("io_backend=%s spin_us=%d mtu=%d link_mbps=%d pace_local=%d direct_send=%d",
-                         settings.io_backend, settings.spin_us, settings.mtu, link_mbps,
-                         settings.pace_local ? 1 : 0, settings.direct_send ? 1 : 0);
+  return absl::StrFormat(
+      "io_backend=%s spin_us=%d mtu=%d link_mbps=%d pace_local=%d direct_send=%d",
+      settings.io_backend, settings.spin_us, settings.mtu, link_mbps,
+      settings.pace_local ? 1 : 0, settings.direct_send ? 1 : 0);
 }
 
 const System* Scenario::FindSystem(absl::string_view system_name) const {
