@@ -31,6 +31,7 @@ void Add(EngineStats& sum, const EngineStats& s) {
   sum.resends_sent += s.resends_sent;
   sum.restarts += s.restarts;
   sum.path_mtu_fallbacks += s.path_mtu_fallbacks;
+  sum.unpaced_peers += s.unpaced_peers;
   sum.client_timeouts += s.client_timeouts;
   sum.server_rpcs_abandoned += s.server_rpcs_abandoned;
   sum.duplicate_requests_suppressed += s.duplicate_requests_suppressed;
