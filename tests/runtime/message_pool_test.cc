@@ -36,10 +36,12 @@ TEST(MessagePool, MessagePool_GivesBackAKeptMessageClearedWithItsStorage) {
   EXPECT_TRUE(value->value().empty());  // cleared: serializes as a default message
   EXPECT_EQ(value->ByteSizeLong(), 0u);
   EXPECT_GE(value->value().capacity(), size_t{1} << 20);
-  // The next payload of that size copied in (set_value(data, size), or a parse) lands in the
-  // same storage: no allocation. (Moving a std::string in replaces the storage instead.)
+  // The next payload of that size copied into the field's string (mutable_value()->assign, or
+  // a parse) lands in the same storage: no allocation. (set_value(data, size) lands there too,
+  // but through a temporary std::string in protobuf 3.21; moving a std::string in replaces the
+  // storage.)
   const std::string next(1 << 20, 'y');
-  value->set_value(next.data(), next.size());
+  value->mutable_value()->assign(next.data(), next.size());
   EXPECT_EQ(value->value().data(), storage);
   EXPECT_EQ(value->value(), next);
   EXPECT_EQ(pool.size(), 0u);
