@@ -777,6 +777,16 @@ Two runs made only to explain the rows above that miss their goal, judged by the
     server's loop went from 95% to 68% of a core and the bulk client's from 79% to 67% at the
     same goodput (`--spin_us=0`, perf sched over 3 s). The small calls' p99 did not move
     (0.9-1.3 ms in A/Bs): the spare CPU is not where the waiting thread is queued.
+  - Measured again on 2026-12-03 (homarpc alone, request held, each call's start time from
+    `--calls_dir`): of the 64 B calls that started within 3 ms of a bulk call's completion
+    (7% of them), 18% took over 400 us; of the others, 0.6%. Two suspects were ruled out.
+    Page faults: the benchmark's handlers (both systems) now fill the 8 MiB response with
+    `mutable_payload()->assign()`, since protobuf 3.21's `set_payload(data, size)` first
+    built a temporary copy; the run's page faults fell from 0.52-0.66 M to 0.34-0.38 M and
+    homarpc's p99 stayed where it was (gRPC's fell with them, 4.3-5.8 -> 3.9-4.9 ms).
+    The emulated network's per-packet cost: turning off the bridge's netfilter hooks
+    (`bridge-nf-call-iptables=0` in the switch namespace) or turning on GRO at the hosts'
+    veth ends moved neither system's p99 beyond the run-to-run spread (2 A/B pairs each).
 - **`workload-w3-low`**: W3 at 10% load, where neither link nor CPU is busy. Slowdown divides
   by a closed-loop unloaded latency, whose threads never sleep; an open-loop call at a low
   rate finds them asleep and pays a wake-up at each hop. The p99 slowdown this run measures
@@ -786,6 +796,18 @@ Two runs made only to explain the rows above that miss their goal, judged by the
   slowdown of 3-6 with no load at all. Spinning longer makes it worse, not better: with
   `--spin_us=1000` three processes' loops compete for two cores, and W3 at 10% went from
   p50/p99 103-149/331-446 us to 132-158/675-805 us for the shortest bucket.
+- **`cpu`** (its four runs above, no extra run): homarpc's CPU time per call moves less with
+  its configuration than with the machine's state: 99.6-125 us across the configurations on
+  2026-12-02/03, 103-105 us in all four on a later run, against gRPC's 175-210 us (sync
+  server); the inline configuration met the goal in one full run (0.47x) and not the next
+  (0.59x). Where it goes (2026-12-03, `perf record -a` over a 4 s homarpc `cpu` run, request
+  held, shares of each thread's samples): the open-loop sender spends about half of its time
+  in the kernel carrying each request across the emulated network (veth, bridge, the shapers'
+  classifiers and queues, route lookups), and the server's loop about a third carrying the
+  responses, kernel work per packet that gRPC's threads pay as well; the client's loop spends
+  a quarter reading the clock while it spins for the response, and not spinning costs as
+  much again in wake-ups (run `cpu-nopoll`). The part that is homarpc's own, user-space work
+  per call (the envelope, protobuf, allocation), is the smaller share on both sides.
 
 | target | homarpc | gRPC | measured | goal | met |
 |---|---|---|---|---|---|
