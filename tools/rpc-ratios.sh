@@ -24,7 +24,9 @@
 #   --quick           tiny runs (a few hundred calls) to check the script itself; the numbers
 #                     mean nothing
 #
-# Prints a Markdown table on stdout and, last, how many runs met all four targets. Exit
+# Prints a Markdown table on stdout, then the same runs' absolute values (homarpc / gRPC: a
+# ratio moves when either system does, and this VM moves gRPC's 1 MiB echo between 1 and 4 ms
+# within an hour) and, last, how many runs met all four targets. Exit
 # status 0 when every run completed (whatever the ratios), 1 when a run failed, 2 for bad
 # options. Unless --no-build it installs missing packages (tools/lib/setup.sh) and builds
 # DIR as tools/bench-report.sh does (RelWithDebInfo, no sanitizers, no tests).
@@ -122,6 +124,9 @@ echo "|---|---|---|---|---|---|---|"
 failed=0
 met=0
 total=0
+absolute=()  # one Markdown row per completed run, printed after the ratio table
+# pair A B: "A / B", a missing value shown as "?".
+pair() { echo "${1:-?} / ${2:-?}"; }
 for ((run = 1; run <= runs; run++)); do
   for setting in "${settings[@]}"; do
     unary="$tmp/unary-$run-$setting.jsonl"
@@ -144,10 +149,19 @@ for ((run = 1; run <= runs; run++)); do
       echo "| $run | $setting | failed: $(tail -n 1 "$tmp/err" 2>/dev/null || true) | | | | |"
       continue
     fi
-    r64=$(ratio "$(jv "$unary" p50_us system=homarpc size=64)" "$(jv "$unary" p50_us system=grpc size=64)")
-    r64t=$(ratio "$(jv "$unary" p99_us system=homarpc size=64)" "$(jv "$unary" p99_us system=grpc size=64)")
-    r1m=$(ratio "$(jv "$unary" p50_us system=homarpc size=1048576)" "$(jv "$unary" p50_us system=grpc size=1048576)")
-    rtp=$(ratio "$(jv "$throughput" rps system=homarpc concurrency=32)" "$(jv "$throughput" rps system=grpc concurrency=32)")
+    h64=$(jv "$unary" p50_us system=homarpc size=64)
+    g64=$(jv "$unary" p50_us system=grpc size=64)
+    h64t=$(jv "$unary" p99_us system=homarpc size=64)
+    g64t=$(jv "$unary" p99_us system=grpc size=64)
+    h1m=$(jv "$unary" p50_us system=homarpc size=1048576)
+    g1m=$(jv "$unary" p50_us system=grpc size=1048576)
+    htp=$(jv "$throughput" rps system=homarpc concurrency=32)
+    gtp=$(jv "$throughput" rps system=grpc concurrency=32)
+    r64=$(ratio "$h64" "$g64")
+    r64t=$(ratio "$h64t" "$g64t")
+    r1m=$(ratio "$h1m" "$g1m")
+    rtp=$(ratio "$htp" "$gtp")
+    absolute+=("| $run | $setting | $(pair "$h64" "$g64") | $(pair "$h64t" "$g64t") | $(pair "$h1m" "$g1m") | $(pair "$htp" "$gtp") |")
     v1=$(verdict "$r64" "<=" 0.25)
     v2=$(verdict "$r64t" "<=" 0.25)
     v3=$(verdict "$r1m" "<=" 0.33)
@@ -161,6 +175,12 @@ for ((run = 1; run <= runs; run++)); do
     echo "| $run | $setting | ${r64:-?}x $v1 | ${r64t:-?}x $v2 | ${r1m:-?}x $v3 | ${rtp:-?}x $v4 | $all |"
   done
 done
+if ((${#absolute[@]} > 0)); then
+  echo
+  echo "| run | CPU wake-up latency | 64 B p50 us (homarpc / gRPC) | 64 B p99 us | 1 MiB p50 us | calls/s at 32 |"
+  echo "|---|---|---|---|---|---|"
+  printf '%s\n' "${absolute[@]}"
+fi
 echo
 echo "All four targets met in $met of $total runs."
 exit "$failed"
