@@ -11,10 +11,11 @@
 // UNAVAILABLE with the reason, as gRPC's channels do.
 //
 // Teardown: ~ChannelImpl marks the channel closing (so a concurrent TryCancel no longer
-// touches the transport), then destroys the transport, which completes the calls still in
-// flight with CANCELLED on its own thread. Channel::~Channel cannot do that synchronously
-// when it runs on that very thread (the last reference to the channel dropped inside one of
-// its completion callbacks): the transport would join its own thread. It hands the
+// touches the transport), runs the completions queued on its completion worker and joins it
+// (ChannelImpl::TryOffload: large responses), then destroys the transport, which completes
+// the calls still in flight with CANCELLED on its own thread. Channel::~Channel cannot do that
+// synchronously when it runs on either thread (the last reference to the channel dropped
+// inside one of its completion callbacks): it would join the thread it runs on. It hands the
 // ChannelImpl to the Reaper, which destroys it on a thread of its own.
 //
 // DESIGN NOTES (the Reaper)
@@ -267,8 +268,9 @@ std::shared_ptr<Channel> CreateChannelWithTransport(const std::string& target,
 Channel::Channel(std::unique_ptr<internal::ChannelImpl> impl) : impl_(std::move(impl)) {}
 
 Channel::~Channel() {
-  if (impl_ != nullptr && impl_->InCallbackThread()) {
-    // On the channel's own transport thread (see the file comment): destroy it elsewhere.
+  if (impl_ != nullptr && (impl_->InCallbackThread() || impl_->InCompletionWorker())) {
+    // On the channel's own transport thread or completion worker (see the file comment),
+    // which its destruction joins: destroy it elsewhere.
     Reaper::Get().Destroy(std::move(impl_));
   }
 }
@@ -312,6 +314,15 @@ ChannelImpl::~ChannelImpl() {
     absl::MutexLock lock(&close_mu_);
     closing_ = true;
   }
+  // Completions already handed to the worker run (they read limits_ and the rest) and the
+  // worker is joined; later ones, from the transport's teardown below, run on its thread.
+  std::unique_ptr<Executor> offload;
+  {
+    absl::MutexLock lock(&offload_mu_);
+    offload_closed_ = true;
+    offload = std::move(offload_executor_);
+  }
+  if (offload != nullptr) offload->Shutdown();
   // Completes the calls in flight (CANCELLED) on the transport's thread; they still read
   // limits_ and the rest, so this comes before any other member goes.
   transport_.reset();

@@ -10,8 +10,9 @@
 // stubs are thread-safe and meant to be shared; a channel lives as long as any stub holds it.
 // Calls still in flight when the last reference goes fail CANCELLED: their callbacks run
 // before the destructor returns. The last reference may also be dropped inside one of the
-// channel's own completion callbacks; the channel is then destroyed (its other calls
-// cancelled) on a thread of homarpc's own after that callback returns, and a process that
+// channel's own completion callbacks (on its loop thread or its completion worker); the
+// channel is then destroyed (its other calls cancelled) on a thread of homarpc's own after
+// that callback returns, and a process that
 // exits meanwhile first waits for that, from an atexit handler (so a callback that calls
 // exit() while such a teardown is waiting for it deadlocks).
 //
@@ -156,8 +157,11 @@ class Channel final {
   // AsyncUnaryCall returns (its bytes are serialized then); `response` and `context` must
   // live until the call completes.
   //
-  // `on_done` runs exactly once, normally on the channel's thread (do not block in it). It
-  // runs inline instead, on the calling thread and before AsyncUnaryCall returns, when the
+  // `on_done` runs exactly once, normally on the channel's thread (do not block in it); for a
+  // response larger than 256 KiB (kOffloadBytes) on the channel's completion worker, a thread
+  // of its own started on first use, so that the loop does not parse megabytes while the
+  // channel's other calls wait (a blocking call made there is allowed, but blocks the other
+  // large completions meanwhile). It runs inline instead, on the calling thread and before AsyncUnaryCall returns, when the
   // call fails before anything is sent: the target did not resolve, metadata or request is
   // invalid or over a limit, the deadline has passed, the context was cancelled or is in use
   // by another call. So a caller must not hold, across AsyncUnaryCall, a lock that on_done
@@ -165,8 +169,8 @@ class Channel final {
   // own thread: on_done then runs nested inside that callback, and there also when the
   // transport fails the send at once (e.g. CANCELLED while the channel is being destroyed).
   //
-  // BlockingUnaryCall from a completion callback of the same channel fails
-  // FAILED_PRECONDITION at once (it would wait for its own thread).
+  // BlockingUnaryCall from a completion callback of the same channel on the channel's thread
+  // fails FAILED_PRECONDITION at once (it would wait for its own thread).
   Status BlockingUnaryCall(const internal::RpcMethod& method, ClientContext* context,
                            const google::protobuf::MessageLite& request,
                            google::protobuf::MessageLite* response);

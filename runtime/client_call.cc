@@ -1,6 +1,8 @@
 // ClientCall: one unary call from encode to completion (client_call.h). A blocking call runs
 // on the caller's thread except for the transport callback, which only parks the outcome; an
-// asynchronous call completes on the transport's thread.
+// asynchronous call completes on the transport's thread, or, when its response is larger
+// than kOffloadBytes, on the channel's completion worker (ChannelImpl::TryOffload): parsing
+// megabytes on the loop stalled every other call of its socket, as on a server.
 //
 // DESIGN NOTES
 //
@@ -88,6 +90,8 @@ namespace {
 // The id of the channel whose completion callback the current thread is running, 0 for none
 // (see ChannelImpl::InCallbackThread).
 thread_local uint64_t t_callback_channel = 0;
+// The same for a completion running on a channel's completion worker (InCompletionWorker).
+thread_local uint64_t t_worker_channel = 0;
 
 class CallbackScope {
  public:
@@ -100,9 +104,30 @@ class CallbackScope {
   const uint64_t saved_;
 };
 
+class WorkerScope {
+ public:
+  explicit WorkerScope(uint64_t channel_id) : saved_(t_worker_channel) {
+    t_worker_channel = channel_id;
+  }
+  ~WorkerScope() { t_worker_channel = saved_; }
+
+ private:
+  const uint64_t saved_;
+};
+
 }  // namespace
 
 bool ChannelImpl::InCallbackThread() const { return t_callback_channel == id_; }
+
+bool ChannelImpl::InCompletionWorker() const { return t_worker_channel == id_; }
+
+bool ChannelImpl::TryOffload(absl::AnyInvocable<void() &&>& task) {
+  absl::MutexLock lock(&offload_mu_);
+  if (offload_closed_) return false;
+  if (offload_executor_ == nullptr) offload_executor_ = NewWorkerPool(1, /*spin_nanos=*/0);
+  offload_executor_->Run(std::move(task));
+  return true;
+}
 
 Status ChannelImpl::BlockingUnaryCall(const RpcMethod& method, ClientContext* context,
                                       const google::protobuf::MessageLite& request,
@@ -332,11 +357,35 @@ void ClientCall::OnTransportDone(absl::StatusOr<transport::Buffer> response) {
     absl::MutexLock lock(&context_->mu_);
     self = std::move(context_->active_call_);
   }
+  if (response.ok() && response->size() > kOffloadBytes) {
+    // Parsing megabytes here would hold up every other call of this socket (kOffloadBytes).
+    // Run on the worker, or right here when the channel is closing (TryOffload then leaves
+    // the task to us), where the transport thread's scope applies.
+    absl::AnyInvocable<void() &&> task = [self, response = std::move(response),
+                                          submitter = std::this_thread::get_id()]() mutable {
+      ClientCall* const call = self.get();
+      const uint64_t channel_id = call->channel_->id_;
+      if (std::this_thread::get_id() == submitter) {
+        const CallbackScope scope(channel_id);
+        call->FinishAsync(std::move(self), std::move(response));
+      } else {
+        const WorkerScope scope(channel_id);
+        call->FinishAsync(std::move(self), std::move(response));
+      }
+    };
+    if (!channel_->TryOffload(task)) std::move(task)();
+    return;
+  }
   const CallbackScope scope(channel_->id_);
+  FinishAsync(std::move(self), std::move(response));
+}
+
+void ClientCall::FinishAsync(std::shared_ptr<ClientCall> self,
+                             absl::StatusOr<transport::Buffer> response) {
   Status status = Complete(std::move(response));
-  // Moved out so that whatever it captures is released here, inside the scope (it may hold
-  // the last reference to the channel: see Channel::~Channel). The context may be gone once
-  // it has run.
+  // Moved out so that whatever it captures is released here, inside the caller's scope (it
+  // may hold the last reference to the channel: see Channel::~Channel). The context may be
+  // gone once it has run.
   std::function<void(Status)> done = std::move(on_done_);
   done(std::move(status));
 }

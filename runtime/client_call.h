@@ -22,12 +22,14 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/functional/any_invocable.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "runtime/channel.h"
 #include "runtime/client_context.h"
+#include "runtime/executor.h"
 #include "runtime/message_transport.h"
 #include "runtime/status.h"
 #include "transport/address.h"
@@ -55,8 +57,9 @@ class ChannelImpl {
   ChannelImpl(std::vector<transport::Address> addresses,
               std::unique_ptr<MessageTransport> transport, ChannelLimits limits, bool round_robin,
               absl::Status error);
-  // Destroys the transport first: calls in flight complete CANCELLED (their callbacks run
-  // during this destructor, on the transport's threads), then nothing touches this object.
+  // Runs the completions queued on the completion worker and joins it, then destroys the
+  // transport: calls in flight complete CANCELLED (their callbacks run during this
+  // destructor, on the transport's threads), then nothing touches this object.
   ~ChannelImpl();
   ChannelImpl(const ChannelImpl&) = delete;
   ChannelImpl& operator=(const ChannelImpl&) = delete;
@@ -79,9 +82,19 @@ class ChannelImpl {
   // synchronously: see Channel::~Channel). Goes by the channel's id, not its address, which a
   // later channel may reuse.
   bool InCallbackThread() const;
+  // True when the calling thread is running a completion of this channel on its completion
+  // worker (see TryOffload): there too the channel must not be destroyed synchronously, since
+  // its destructor joins that worker.
+  bool InCompletionWorker() const;
 
  private:
   friend class ClientCall;
+
+  // Hands `task` (an asynchronous call's completion: parsing a response larger than
+  // kOffloadBytes and running the callback) to the channel's completion worker, a one-thread
+  // WorkerPool started on first use, and returns true; returns false, leaving `task`
+  // untouched, once the channel is closing (the caller then runs it itself).
+  bool TryOffload(absl::AnyInvocable<void() &&>& task);
 
   // Next address (round-robin, or always the first for pick_first).
   const transport::Address& PickAddress();
@@ -108,6 +121,12 @@ class ChannelImpl {
   // while the channel is being destroyed: its caller holds a reference).
   mutable absl::Mutex close_mu_;
   bool closing_ ABSL_GUARDED_BY(close_mu_) = false;
+
+  // The completion worker (TryOffload). Held while a task is queued, so that the destructor,
+  // which closes it under the same lock, never races a Run().
+  absl::Mutex offload_mu_;
+  std::unique_ptr<Executor> offload_executor_ ABSL_GUARDED_BY(offload_mu_);
+  bool offload_closed_ ABSL_GUARDED_BY(offload_mu_) = false;
 };
 
 class ClientCall {
@@ -155,8 +174,12 @@ class ClientCall {
   // zero-copy, for the transport to release it -- unregisters the call from the context and
   // completes it, on the calling thread.
   Status Wait();
-  // The transport's response callback (a transport thread).
+  // The transport's response callback (a transport thread). An asynchronous call whose
+  // response is larger than kOffloadBytes completes on the channel's completion worker.
   void OnTransportDone(absl::StatusOr<transport::Buffer> response);
+  // An asynchronous call's end: Complete(), then the callback (which may free the call, so
+  // `self` holds it, and may destroy the context).
+  void FinishAsync(std::shared_ptr<ClientCall> self, absl::StatusOr<transport::Buffer> response);
   // Turns the transport's outcome into the call's status; fills the context's server
   // metadata and `response_`.
   Status Complete(absl::StatusOr<transport::Buffer> response);

@@ -16,6 +16,7 @@
 #ifndef HOMARPC_RUNTIME_EXECUTOR_H_
 #define HOMARPC_RUNTIME_EXECUTOR_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 
@@ -40,6 +41,16 @@ std::unique_ptr<Executor> NewInlineExecutor();
 
 // `threads` <= 0: max(2, hardware concurrency). `spin_nanos` <= 0: never spin, sleep at once.
 std::unique_ptr<Executor> NewWorkerPool(int threads, int64_t spin_nanos);
+
+// Messages larger than this are not (de)serialized on a transport loop thread where a worker
+// can do it: on a server (whose executor has threads) a request this large is parsed and
+// handled on a worker, and a response this large that a handler finishes on the loop is
+// serialized on a worker; on a client, the response of an asynchronous call this large is
+// parsed, and its callback run, on the channel's completion worker (client_call.h). A loop
+// serves every call of its socket, and copying megabytes there (~100 us per MiB here) stalled
+// the small calls behind it for milliseconds (the testbed's `mixed` and `workload`
+// scenarios, docs/benchmarks.md). Below it, the hand-off would cost more than the copy.
+inline constexpr size_t kOffloadBytes = 256 * 1024;
 
 // The CPU's spin-wait hint (x86 PAUSE, Arm YIELD): every busy-wait loop in the runtime
 // (idle workers here, blocked callers in client_call.cc) calls it between checks.

@@ -53,14 +53,6 @@ struct ServerPort {
   std::unique_ptr<MessageTransport> transport;  // Stop()ped, then reset, at shutdown
 };
 
-// Messages larger than this are not (de)serialized on a transport loop thread when the
-// executor has threads: a request this large is parsed and handled on a worker, and a
-// response this large that a handler finishes on the loop is serialized on a worker. A loop
-// serves every call of its port, and copying megabytes there (~100 us per MiB here) stalled
-// the small calls behind it for milliseconds (the testbed's `mixed` and `workload`
-// scenarios, docs/benchmarks.md). Below it, the hand-off would cost more than the copy.
-inline constexpr size_t kOffloadBytes = 256 * 1024;
-
 // Marks the current thread as a loop thread running request handling inline (ServerImpl's
 // OnRequest); ServerCall asks, when a handler finishes, whether it is still inside one.
 class InlineLoopScope {

@@ -13,6 +13,7 @@
 
 #include <netinet/in.h>
 #include <poll.h>
+#include <pthread.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -40,6 +41,7 @@
 #include "gtest/gtest.h"
 #include "runtime/client_context.h"
 #include "runtime/envelope.h"
+#include "runtime/executor.h"
 #include "runtime/status.h"
 #include "transport/address.h"
 #include "transport/endpoint.h"
@@ -52,6 +54,7 @@ using ::google::protobuf::StringValue;
 using internal::Envelope;
 using internal::EnvelopeKind;
 using ::testing::HasSubstr;
+using ::testing::StartsWith;
 using ::testing::Pair;
 using ::testing::UnorderedElementsAre;
 using transport::Address;
@@ -1067,6 +1070,124 @@ TEST(Channel_InFlight, BlockingCallInsideACallbackOfTheSameChannelIsRefused) {
   });
   ASSERT_TRUE(done.WaitForNotificationWithTimeout(kGenerous));
   EXPECT_EQ(inner_status.error_code(), StatusCode::FAILED_PRECONDITION);
+}
+
+// The calling thread's name ("hrpc-loop0", "hrpc-worker", ...).
+std::string ThreadName() {
+  char name[16] = {};
+  pthread_getname_np(pthread_self(), name, sizeof(name));
+  return name;
+}
+
+// A request whose echo is a response larger than kOffloadBytes.
+StringValue LargeText() { return Text(std::string(internal::kOffloadBytes + 1000, 'L')); }
+
+TEST(Channel_LargeResponse, AsyncCallCompletesOnTheCompletionWorkerNotTheLoop) {
+  // Parsing a response of megabytes on the loop would hold up the socket's other calls: above
+  // kOffloadBytes the parse and the callback run on the channel's completion worker.
+  FakeServer server(EchoAnswer);
+  auto channel = CreateCustomChannel(server.target(), InsecureChannelCredentials(), QuietArgs());
+  for (bool large : {false, true, true, false}) {
+    SCOPED_TRACE(large ? "large" : "small");
+    ClientContext context;
+    StringValue request = large ? LargeText() : Text("x"), response;
+    absl::Notification done;
+    Status status;
+    std::string thread;
+    channel->AsyncUnaryCall(kEcho, &context, &request, &response, [&](Status s) {
+      status = std::move(s);
+      thread = ThreadName();
+      done.Notify();
+    });
+    ASSERT_TRUE(done.WaitForNotificationWithTimeout(kGenerous));
+    ASSERT_TRUE(status.ok()) << status.ToString();
+    EXPECT_EQ(response.value(), "echo:" + request.value());
+    if (large) {
+      EXPECT_EQ(thread, "hrpc-worker");
+    } else {
+      EXPECT_THAT(thread, StartsWith("hrpc-loop"));
+    }
+  }
+}
+
+TEST(Channel_LargeResponse, BlockingCallInsideALargeResponsesCallbackWorks) {
+  // The completion worker is not the loop: a blocking call made there is served.
+  FakeServer server(EchoAnswer);
+  auto channel = CreateCustomChannel(server.target(), InsecureChannelCredentials(), QuietArgs());
+  ClientContext outer;
+  StringValue request = LargeText(), response;
+  absl::Notification done;
+  Status inner_status;
+  StringValue inner_response;
+  channel->AsyncUnaryCall(kEcho, &outer, &request, &response, [&](Status) {
+    ClientContext inner;
+    inner_status = channel->BlockingUnaryCall(kEcho, &inner, Text("y"), &inner_response);
+    done.Notify();
+  });
+  ASSERT_TRUE(done.WaitForNotificationWithTimeout(kGenerous));
+  EXPECT_TRUE(inner_status.ok()) << inner_status.ToString();
+  EXPECT_EQ(inner_response.value(), "echo:y");
+}
+
+TEST(Channel_LargeResponse, LastReferenceDroppedInsideALargeResponsesCallback) {
+  // As LastReferenceDroppedInsideACallback, on the completion worker, which the channel's
+  // destruction joins: it must happen elsewhere, and still cancel the silent call.
+  RawSocket raw;
+  FakeServer server(EchoAnswer);
+  auto channel = CreateCustomChannel("ipv4:" + raw.target() + "," + server.target(),
+                                     InsecureChannelCredentials(), QuietArgs());
+  ClientContext silent_context, answered_context;
+  StringValue small = Text("x"), large = LargeText(), silent_response, answered_response;
+  absl::Notification silent_done;
+  Status silent_status;
+  channel->AsyncUnaryCall(kEcho, &silent_context, &small, &silent_response, [&](Status s) {
+    silent_status = std::move(s);
+    silent_done.Notify();
+  });
+  ASSERT_TRUE(raw.WaitForRequest().has_value());
+  absl::Notification answered;
+  Channel* raw_channel = channel.get();
+  raw_channel->AsyncUnaryCall(kEcho, &answered_context, &large, &answered_response,
+                              [&answered, keep = std::move(channel)](Status s) mutable {
+                                EXPECT_TRUE(s.ok()) << s.ToString();
+                                EXPECT_EQ(ThreadName(), "hrpc-worker");
+                                keep.reset();  // the last reference, on the worker
+                                answered.Notify();
+                              });
+  ASSERT_TRUE(answered.WaitForNotificationWithTimeout(kGenerous));
+  ASSERT_TRUE(silent_done.WaitForNotificationWithTimeout(kGenerous));
+  EXPECT_EQ(silent_status.error_code(), StatusCode::CANCELLED);
+  EXPECT_EQ(answered_response.value(), "echo:" + large.value());
+}
+
+TEST(Channel_LargeResponse, TryCancelFromALargeResponsesCallback) {
+  // A sibling cancelled from the completion worker ends CANCELLED, once.
+  RawSocket raw;
+  FakeServer server(EchoAnswer);
+  auto channel = CreateCustomChannel("ipv4:" + raw.target() + "," + server.target(),
+                                     InsecureChannelCredentials(), QuietArgs());
+  ClientContext sibling_context, answered_context;
+  StringValue small = Text("x"), large = LargeText(), sibling_response, answered_response;
+  absl::Notification sibling_done;
+  std::atomic<int> sibling_runs{0};
+  Status sibling_status;
+  channel->AsyncUnaryCall(kEcho, &sibling_context, &small, &sibling_response, [&](Status s) {
+    sibling_status = std::move(s);
+    sibling_runs.fetch_add(1);
+    sibling_done.Notify();
+  });
+  ASSERT_TRUE(raw.WaitForRequest().has_value());
+  absl::Notification answered;
+  channel->AsyncUnaryCall(kEcho, &answered_context, &large, &answered_response, [&](Status s) {
+    EXPECT_TRUE(s.ok()) << s.ToString();
+    sibling_context.TryCancel();
+    answered.Notify();
+  });
+  ASSERT_TRUE(answered.WaitForNotificationWithTimeout(kGenerous));
+  ASSERT_TRUE(sibling_done.WaitForNotificationWithTimeout(kGenerous));
+  EXPECT_EQ(sibling_status.error_code(), StatusCode::CANCELLED);
+  channel.reset();  // nothing runs twice, also at teardown
+  EXPECT_EQ(sibling_runs.load(), 1);
 }
 
 }  // namespace
