@@ -93,25 +93,18 @@ thread_local uint64_t t_callback_channel = 0;
 // The same for a completion running on a channel's completion worker (InCompletionWorker).
 thread_local uint64_t t_worker_channel = 0;
 
-class CallbackScope {
+// Sets one of the marks above for the current thread for the scope's life, then restores it.
+class ThreadMark {
  public:
-  explicit CallbackScope(uint64_t channel_id) : saved_(t_callback_channel) {
-    t_callback_channel = channel_id;
+  ThreadMark(uint64_t& mark, uint64_t channel_id) : mark_(mark), saved_(mark) {
+    mark_ = channel_id;
   }
-  ~CallbackScope() { t_callback_channel = saved_; }
+  ~ThreadMark() { mark_ = saved_; }
+  ThreadMark(const ThreadMark&) = delete;
+  ThreadMark& operator=(const ThreadMark&) = delete;
 
  private:
-  const uint64_t saved_;
-};
-
-class WorkerScope {
- public:
-  explicit WorkerScope(uint64_t channel_id) : saved_(t_worker_channel) {
-    t_worker_channel = channel_id;
-  }
-  ~WorkerScope() { t_worker_channel = saved_; }
-
- private:
+  uint64_t& mark_;
   const uint64_t saved_;
 };
 
@@ -366,17 +359,17 @@ void ClientCall::OnTransportDone(absl::StatusOr<transport::Buffer> response) {
       ClientCall* const call = self.get();
       const uint64_t channel_id = call->channel_->id_;
       if (std::this_thread::get_id() == submitter) {
-        const CallbackScope scope(channel_id);
+        const ThreadMark scope(t_callback_channel, channel_id);
         call->FinishAsync(std::move(self), std::move(response));
       } else {
-        const WorkerScope scope(channel_id);
+        const ThreadMark scope(t_worker_channel, channel_id);
         call->FinishAsync(std::move(self), std::move(response));
       }
     };
     if (!channel_->TryOffload(task)) std::move(task)();
     return;
   }
-  const CallbackScope scope(channel_->id_);
+  const ThreadMark scope(t_callback_channel, channel_->id_);
   FinishAsync(std::move(self), std::move(response));
 }
 
