@@ -357,14 +357,9 @@ void ClientCall::OnTransportDone(absl::StatusOr<transport::Buffer> response) {
     absl::AnyInvocable<void() &&> task = [self, response = std::move(response),
                                           submitter = std::this_thread::get_id()]() mutable {
       ClientCall* const call = self.get();
-      const uint64_t channel_id = call->channel_->id_;
-      if (std::this_thread::get_id() == submitter) {
-        const ThreadMark scope(t_callback_channel, channel_id);
-        call->FinishAsync(std::move(self), std::move(response));
-      } else {
-        const ThreadMark scope(t_worker_channel, channel_id);
-        call->FinishAsync(std::move(self), std::move(response));
-      }
+      const bool here = std::this_thread::get_id() == submitter;
+      const ThreadMark scope(here ? t_callback_channel : t_worker_channel, call->channel_->id_);
+      call->FinishAsync(std::move(self), std::move(response));
     };
     if (!channel_->TryOffload(task)) std::move(task)();
     return;

@@ -1129,65 +1129,72 @@ TEST(Channel_LargeResponse, BlockingCallInsideALargeResponsesCallbackWorks) {
   EXPECT_EQ(inner_response.value(), "echo:y");
 }
 
+// A channel round-robin over a silent socket and an echo server: StartSilent() sends a small
+// call to the silent one (never answered) and waits until it is there; the channel's next
+// call goes to the server. The silent call's state is declared before the channel, which
+// cancels the call (and runs its callback) when it goes.
+struct SilentThenAnswered {
+  RawSocket raw;
+  FakeServer server{EchoAnswer};
+  ClientContext silent_context;
+  StringValue small = Text("x"), silent_response;
+  absl::Notification silent_done;
+  Status silent_status;
+  std::atomic<int> silent_runs{0};
+  std::shared_ptr<Channel> channel = CreateCustomChannel(
+      "ipv4:" + raw.target() + "," + server.target(), InsecureChannelCredentials(), QuietArgs());
+
+  bool StartSilent() {
+    channel->AsyncUnaryCall(kEcho, &silent_context, &small, &silent_response, [this](Status s) {
+      silent_status = std::move(s);
+      silent_runs.fetch_add(1);
+      silent_done.Notify();
+    });
+    return raw.WaitForRequest().has_value();
+  }
+};
+
 TEST(Channel_LargeResponse, LastReferenceDroppedInsideALargeResponsesCallback) {
   // As LastReferenceDroppedInsideACallback, on the completion worker, which the channel's
   // destruction joins: it must happen elsewhere, and still cancel the silent call.
-  RawSocket raw;
-  FakeServer server(EchoAnswer);
-  auto channel = CreateCustomChannel("ipv4:" + raw.target() + "," + server.target(),
-                                     InsecureChannelCredentials(), QuietArgs());
-  ClientContext silent_context, answered_context;
-  StringValue small = Text("x"), large = LargeText(), silent_response, answered_response;
-  absl::Notification silent_done;
-  Status silent_status;
-  channel->AsyncUnaryCall(kEcho, &silent_context, &small, &silent_response, [&](Status s) {
-    silent_status = std::move(s);
-    silent_done.Notify();
-  });
-  ASSERT_TRUE(raw.WaitForRequest().has_value());
+  SilentThenAnswered t;
+  ASSERT_TRUE(t.StartSilent());
+  ClientContext answered_context;
+  StringValue large = LargeText(), answered_response;
   absl::Notification answered;
-  Channel* raw_channel = channel.get();
+  Channel* raw_channel = t.channel.get();
   raw_channel->AsyncUnaryCall(kEcho, &answered_context, &large, &answered_response,
-                              [&answered, keep = std::move(channel)](Status s) mutable {
+                              [&answered, keep = std::move(t.channel)](Status s) mutable {
                                 EXPECT_TRUE(s.ok()) << s.ToString();
                                 EXPECT_EQ(ThreadName(), "hrpc-worker");
                                 keep.reset();  // the last reference, on the worker
                                 answered.Notify();
                               });
   ASSERT_TRUE(answered.WaitForNotificationWithTimeout(kGenerous));
-  ASSERT_TRUE(silent_done.WaitForNotificationWithTimeout(kGenerous));
-  EXPECT_EQ(silent_status.error_code(), StatusCode::CANCELLED);
+  ASSERT_TRUE(t.silent_done.WaitForNotificationWithTimeout(kGenerous));
+  EXPECT_EQ(t.silent_status.error_code(), StatusCode::CANCELLED);
+  EXPECT_EQ(t.silent_runs.load(), 1);
   EXPECT_EQ(answered_response.value(), "echo:" + large.value());
 }
 
 TEST(Channel_LargeResponse, TryCancelFromALargeResponsesCallback) {
   // A sibling cancelled from the completion worker ends CANCELLED, once.
-  RawSocket raw;
-  FakeServer server(EchoAnswer);
-  auto channel = CreateCustomChannel("ipv4:" + raw.target() + "," + server.target(),
-                                     InsecureChannelCredentials(), QuietArgs());
-  ClientContext sibling_context, answered_context;
-  StringValue small = Text("x"), large = LargeText(), sibling_response, answered_response;
-  absl::Notification sibling_done;
-  std::atomic<int> sibling_runs{0};
-  Status sibling_status;
-  channel->AsyncUnaryCall(kEcho, &sibling_context, &small, &sibling_response, [&](Status s) {
-    sibling_status = std::move(s);
-    sibling_runs.fetch_add(1);
-    sibling_done.Notify();
-  });
-  ASSERT_TRUE(raw.WaitForRequest().has_value());
+  SilentThenAnswered t;
+  ASSERT_TRUE(t.StartSilent());
+  ClientContext answered_context;
+  StringValue large = LargeText(), answered_response;
   absl::Notification answered;
-  channel->AsyncUnaryCall(kEcho, &answered_context, &large, &answered_response, [&](Status s) {
+  t.channel->AsyncUnaryCall(kEcho, &answered_context, &large, &answered_response, [&](Status s) {
     EXPECT_TRUE(s.ok()) << s.ToString();
-    sibling_context.TryCancel();
+    EXPECT_EQ(ThreadName(), "hrpc-worker");
+    t.silent_context.TryCancel();
     answered.Notify();
   });
   ASSERT_TRUE(answered.WaitForNotificationWithTimeout(kGenerous));
-  ASSERT_TRUE(sibling_done.WaitForNotificationWithTimeout(kGenerous));
-  EXPECT_EQ(sibling_status.error_code(), StatusCode::CANCELLED);
-  channel.reset();  // nothing runs twice, also at teardown
-  EXPECT_EQ(sibling_runs.load(), 1);
+  ASSERT_TRUE(t.silent_done.WaitForNotificationWithTimeout(kGenerous));
+  EXPECT_EQ(t.silent_status.error_code(), StatusCode::CANCELLED);
+  t.channel.reset();  // nothing runs twice, also at teardown
+  EXPECT_EQ(t.silent_runs.load(), 1);
 }
 
 }  // namespace
