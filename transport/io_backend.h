@@ -50,8 +50,9 @@ struct IoOptions {
   bool enable_gro = true;  // UDP_GRO on receive
   // Kernel socket buffers (SO_RCVBUF/SO_SNDBUF, forced when running as root).
   int socket_buffer_bytes = 8 << 20;
-  // Receive buffers: count and size of each (io_uring provided buffers / recvmmsg slots).
-  // With GRO one buffer holds many datagrams; 64 KiB fits the largest GRO batch. The ring
+  // Receive buffers: count (io_uring's provided buffers; the epoll backend always uses 32
+  // recvmmsg slots, see epoll_backend.cc) and size of each (both backends). With GRO one
+  // buffer holds many datagrams; 64 KiB fits the largest GRO batch. The ring
   // hands its buffers out in rotation, so the count sets how much memory the kernel's copies
   // cycle through: 16 (1 MiB, one core's L2 here) rather than 256 (16 MiB) made a 1 MiB
   // unary call ~10% faster (docs/rpc-benchmarks.md, session 13). A burst that finds the ring
