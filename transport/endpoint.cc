@@ -30,6 +30,7 @@ void Add(EngineStats& sum, const EngineStats& s) {
   sum.direct_sends += s.direct_sends;
   sum.resends_sent += s.resends_sent;
   sum.restarts += s.restarts;
+  sum.stale_rpc_unknowns += s.stale_rpc_unknowns;
   sum.path_mtu_fallbacks += s.path_mtu_fallbacks;
   sum.unpaced_peers += s.unpaced_peers;
   sum.client_timeouts += s.client_timeouts;

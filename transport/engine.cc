@@ -464,7 +464,7 @@ void Engine::Impl::HandlePacket(const Address& from, absl::Span<const uint8_t> b
       HandleResend(from, FindRpc(from, p.sender_id), p);
       break;
     case wire::PacketType::kRpcUnknown:
-      if (Rpc* rpc = FindRpc(from, p.sender_id)) HandleRpcUnknown(rpc);
+      if (Rpc* rpc = FindRpc(from, p.sender_id)) HandleRpcUnknown(rpc, p);
       break;
     case wire::PacketType::kBusy:
       if (Rpc* rpc = FindRpc(from, p.sender_id)) rpc->silent_ticks = 0;
@@ -526,6 +526,8 @@ void Engine::Impl::HandleData(const Address& from, const wire::Packet& p) {
       UpdateSending(rpc);
       rpc->in.Start(len, InitialGranted(p));
       stats_.rx_bytes_held += len;
+      // The server has this RPC: an RPC_UNKNOWN answering an earlier RESEND is stale.
+      rpc->first_live_round = rpc->resend_rounds + 1;
     }
   }
   ReceiveData(rpc, p);
@@ -648,7 +650,11 @@ void Engine::Impl::HandleGrant(Rpc* rpc, const wire::Packet& p) {
 
 void Engine::Impl::HandleResend(const Address& from, Rpc* rpc, const wire::Packet& p) {
   if (rpc == nullptr) {
-    SendSimple(from, wire::PacketType::kRpcUnknown, p.sender_id ^ 1);
+    wire::Packet unknown;
+    unknown.type = wire::PacketType::kRpcUnknown;
+    unknown.sender_id = p.sender_id ^ 1;
+    unknown.unknown.resend_round = p.resend.round;  // which RESEND this answers
+    SendControl(from, unknown);
     return;
   }
   rpc->unacked_ticks = 0;  // the peer is alive and still wants this RPC
@@ -710,10 +716,19 @@ void Engine::Impl::FallBackToConfigMtu(Peer* peer) {
   ++stats_.path_mtu_fallbacks;
 }
 
-void Engine::Impl::HandleRpcUnknown(Rpc* rpc) {
+void Engine::Impl::HandleRpcUnknown(Rpc* rpc, const wire::Packet& p) {
   if (!rpc->is_client) {
     // The client has forgotten this RPC: nobody waits for the response.
     AbandonServerRpc(rpc);
+    return;
+  }
+  const uint32_t round = p.unknown.resend_round;
+  if (round != 0 && round < rpc->first_live_round) {
+    // It answers a RESEND sent before our latest restart or before the response began: the
+    // server did not know the RPC then, but has since (a delayed or duplicated answer, or one
+    // we read late). Acting on it would restart a request the server already has, or fail a
+    // call whose response is arriving. (Round 0: a peer that does not echo; take it as fresh.)
+    ++stats_.stale_rpc_unknowns;
     return;
   }
   if (rpc->in.started()) {
@@ -739,6 +754,7 @@ void Engine::Impl::HandleRpcUnknown(Rpc* rpc) {
   FallBackToConfigMtu(rpc->peer);
   ++rpc->restarts;
   ++stats_.restarts;
+  rpc->first_live_round = rpc->resend_rounds + 1;
   grants_.Remove(rpc);
   rpc->state = RpcState::kOutgoing;
   rpc->silent_ticks = 0;

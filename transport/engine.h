@@ -72,6 +72,7 @@ struct EngineStats {
   uint64_t direct_sends = 0;  // one-packet requests and responses another thread sent (adopted)
   uint64_t resends_sent = 0;
   uint64_t restarts = 0;                  // client RPCs restarted after RPC_UNKNOWN
+  uint64_t stale_rpc_unknowns = 0;  // RPC_UNKNOWNs answering an outdated RESEND, ignored
   uint64_t path_mtu_fallbacks = 0;  // peers sent Config::mtu packets after losing larger ones
   uint64_t unpaced_peers = 0;  // peers created on this host whose DATA skips the pacer
   uint64_t client_timeouts = 0;

@@ -59,7 +59,7 @@ class Engine::Impl {
   void HandleData(const Address& from, const wire::Packet& p);
   void HandleGrant(Rpc* rpc, const wire::Packet& p);
   void HandleResend(const Address& from, Rpc* rpc, const wire::Packet& p);
-  void HandleRpcUnknown(Rpc* rpc);
+  void HandleRpcUnknown(Rpc* rpc, const wire::Packet& p);
   void HandleCutoffs(const Address& from, const wire::Packet& p);
   void HandleNeedAck(const Address& from, Rpc* rpc, const wire::Packet& p);
   void HandleAck(const Address& from, const wire::Packet& p);

@@ -156,6 +156,7 @@ void Engine::Impl::SendGrant(Rpc* rpc, uint32_t offset, uint8_t priority) {
 
 void Engine::Impl::SendResendsFor(Rpc* rpc) {
   const InMessage& in = rpc->in;
+  const uint32_t round = ++rpc->resend_rounds;
   auto resend = [&](uint32_t offset, uint32_t length) {
     wire::Packet p;
     p.type = wire::PacketType::kResend;
@@ -163,6 +164,7 @@ void Engine::Impl::SendResendsFor(Rpc* rpc) {
     p.resend.offset = offset;
     p.resend.length = length;
     p.resend.priority = Prio(top_prio_);
+    p.resend.round = round;
     SendControl(rpc->peer->address, p);
     ++stats_.resends_sent;
   };

@@ -15,10 +15,10 @@
 // DeliverReceived(). The batch is kRecvSlots (32) slots whatever IoOptions::recv_buffer_count
 // says: every call fills the same slots from the first, so there is no rotation through cold
 // memory to bound (the reason io_uring's ring is small); past 32 the per-call saving is
-// negligible and the memory (slots x 64 KiB) is not. With 16 slots (when the count, lowered
-// for io_uring, also set this batch) the UDP chaos test on epoll failed 4 of ~100 runs under
-// load (a client told "lost the RPC while sending its response"), 0 of 60 with 32: a race
-// in the protocol that smaller batches expose, not fixed yet (docs/rpc-benchmarks.md).
+// negligible and the memory (slots x 64 KiB) is not. (With 16 slots the UDP chaos test on
+// epoll once failed 4 of ~100 runs under load: smaller batches made a client read a delayed
+// RPC_UNKNOWN after its response had begun. That was a protocol gap, closed by RESEND rounds,
+// PROTOCOL.md section 10; with it closed, 16 slots passed 80 of 80 runs.)
 //
 // Send. Flush() builds one SendPlan and hands it to sendmmsg. sendmmsg stops at the first
 // message that fails and reports how many went; calling it again from that message yields the

@@ -35,6 +35,12 @@ struct Rpc {
   uint32_t waiting_ticks = 0;
   // Client: times the request was sent again from the start after RPC_UNKNOWN.
   uint32_t restarts = 0;
+  // RESEND rounds sent for this RPC; each RESEND carries its round and an RPC_UNKNOWN echoes
+  // it. Client: an RPC_UNKNOWN answering a round below first_live_round is stale, because that
+  // RESEND went out before the latest restart or before the first response byte arrived (the
+  // server has known the RPC since), and is ignored (PROTOCOL.md, "Answering RPC_UNKNOWN").
+  uint32_t resend_rounds = 0;
+  uint32_t first_live_round = 1;
   // Server: ticks since the whole response was handed to the sink, still unacknowledged.
   uint32_t unacked_ticks = 0;
 

@@ -12,7 +12,10 @@
 //   header length, magic, version, type, the type's header length, then field ranges. A
 //   datagram that is not ours (a stray UDP packet) therefore counts as kTooShort or
 //   kBadMagic, never as a malformed Homa packet.
-// - Bytes a receiver must ignore (doff, sequence, the unused TCP slots, DATA's pad, ACK
+// - `sequence` (bytes 4..7) is DATA's offset again, ignored; in a RESEND it numbers the
+//   receiver's RESEND round and an RPC_UNKNOWN echoes that number, so a client can tell an
+//   answer to an old RESEND from one to its latest (PROTOCOL.md, "Answering RPC_UNKNOWN").
+// - Bytes a receiver must ignore (doff, DATA's sequence, the unused TCP slots, DATA's pad, ACK
 //   entries past num_acks, padding after a control header) are not read at all. Decode still
 //   fills every field of the packet's type, so Decode -> EncodeHeader -> Decode is a fixed
 //   point; the fuzz target (tests/fuzz/wire_fuzz.cc) checks exactly that.
@@ -216,6 +219,7 @@ DecodeError Decode(absl::Span<const uint8_t> bytes, Packet* out) {
       r.offset = Load32(p + kOffResendOffset);
       r.length = Load32(p + kOffResendLength);
       r.priority = p[kOffResendPriority];
+      r.round = Load32(p + kOffSequence);
       if (r.priority > kMaxPriority) return DecodeError::kBadField;
       // A range must be representable in 32-bit offsets; kResendAll is a marker, not a length.
       if (r.length != kResendAll && uint64_t{r.offset} + r.length > UINT32_MAX) {
@@ -250,6 +254,8 @@ DecodeError Decode(absl::Span<const uint8_t> bytes, Packet* out) {
       break;
     }
     case PacketType::kRpcUnknown:
+      out->unknown.resend_round = Load32(p + kOffSequence);
+      break;
     case PacketType::kBusy:
     case PacketType::kNeedAck:
       break;
@@ -293,6 +299,7 @@ size_t EncodeHeader(const Packet& p, uint8_t* out) {
       Store32(out + kOffResendOffset, p.resend.offset);
       Store32(out + kOffResendLength, p.resend.length);
       out[kOffResendPriority] = p.resend.priority;
+      Store32(out + kOffSequence, p.resend.round);
       break;
     case PacketType::kCutoffs:
       for (size_t i = 0; i < p.cutoffs.unsched_cutoffs.size(); ++i) {
@@ -313,6 +320,8 @@ size_t EncodeHeader(const Packet& p, uint8_t* out) {
       out[kOffRefusedReason] = static_cast<uint8_t>(p.refused.reason);
       break;
     case PacketType::kRpcUnknown:
+      Store32(out + kOffSequence, p.unknown.resend_round);
+      break;
     case PacketType::kBusy:
     case PacketType::kNeedAck:
       break;

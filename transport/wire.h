@@ -92,7 +92,11 @@ struct Packet {
     uint32_t offset = 0;
     uint32_t length = 0;  // kResendAll = everything already sent
     uint8_t priority = 0;
+    uint32_t round = 0;   // the receiver's count of RESEND rounds for this RPC (1, 2, ...)
   } resend;
+  struct Unknown {
+    uint32_t resend_round = 0;  // `round` of the RESEND this answers; 0 = none
+  } unknown;
   struct Cutoffs {
     std::array<uint32_t, 8> unsched_cutoffs{};
     uint16_t cutoff_version = 0;

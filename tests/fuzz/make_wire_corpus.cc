@@ -90,12 +90,15 @@ std::vector<Seed> MakeSeeds() {
   resend.resend.offset = 1416;
   resend.resend.length = 2832;
   resend.resend.priority = 7;
+  resend.resend.round = 3;
   seeds.push_back({"resend_range", Encode(resend)});
   resend.resend.offset = 0;
   resend.resend.length = kResendAll;
   seeds.push_back({"resend_all", Encode(resend)});
 
-  seeds.push_back({"rpc_unknown", Encode(Common(PacketType::kRpcUnknown, 43))});
+  Packet unknown = Common(PacketType::kRpcUnknown, 43);
+  unknown.unknown.resend_round = 3;
+  seeds.push_back({"rpc_unknown", Encode(unknown)});
   seeds.push_back({"busy", Encode(Common(PacketType::kBusy, 43))});
   seeds.push_back({"need_ack", Encode(Common(PacketType::kNeedAck, 43))});
 

@@ -61,6 +61,7 @@ void CheckSame(const Packet& a, const Packet& b) {
       Check(a.resend.offset == b.resend.offset, "RESEND offset changed");
       Check(a.resend.length == b.resend.length, "RESEND length changed");
       Check(a.resend.priority == b.resend.priority, "RESEND priority changed");
+      Check(a.resend.round == b.resend.round, "RESEND round changed");
       break;
     case PacketType::kCutoffs:
       Check(a.cutoffs.unsched_cutoffs == b.cutoffs.unsched_cutoffs, "CUTOFFS table changed");
@@ -76,6 +77,8 @@ void CheckSame(const Packet& a, const Packet& b) {
       Check(a.refused.reason == b.refused.reason, "REFUSED reason changed");
       break;
     case PacketType::kRpcUnknown:
+      Check(a.unknown.resend_round == b.unknown.resend_round, "RPC_UNKNOWN round changed");
+      break;
     case PacketType::kBusy:
     case PacketType::kNeedAck:
       break;

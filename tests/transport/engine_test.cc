@@ -364,6 +364,28 @@ TEST_F(EngineTest, Engine_AllRequestPacketsLostRestarts) {
   EXPECT_EQ(server->requests.size(), 1u);
 }
 
+// Delivers to the client an RPC_UNKNOWN for its RPC `id` that answers RESEND round `round`.
+void SendUnknown(Host* client, const Address& server, RpcId id, uint32_t round) {
+  wire::Packet unknown;
+  unknown.type = PacketType::kRpcUnknown;
+  unknown.sender_id = id | 1;
+  unknown.unknown.resend_round = round;
+  uint8_t buf[wire::kMaxHeaderSize];
+  client->engine().HandlePacket(server, absl::MakeConstSpan(buf, wire::EncodeHeader(unknown, buf)));
+}
+
+// Advances the clock a tick at a time, running only `host`'s timer, until it has sent a
+// RESEND (at most `max_ticks`); returns that RESEND's round, 0 if none was sent.
+uint32_t TickUntilResend(Net& net, Host* host, int max_ticks) {
+  for (int t = 0; t < max_ticks; ++t) {
+    net.clock.Advance(int64_t{net.config().tick_usecs} * 1000);
+    host->engine().OnTimer();
+    std::vector<Captured> resends = host->OfType(PacketType::kResend);
+    if (!resends.empty()) return resends.back().Decoded().resend.round;
+  }
+  return 0;
+}
+
 TEST_F(EngineTest, Engine_RpcUnknownAfterPartialResponseFails) {
   // The server answers with a long response; only its first packet reaches the client.
   server->auto_respond = [](const std::string&) { return Bytes(100000); };
@@ -374,17 +396,73 @@ TEST_F(EngineTest, Engine_RpcUnknownAfterPartialResponseFails) {
   Captured first = server->OfType(PacketType::kData).front();
   server->outbox.clear();
   client->engine().HandlePacket(server->address(), first.bytes);
-  // Then the server claims not to know the RPC (it lost its state). Restarting would run the
-  // request twice, so the client must fail instead.
-  wire::Packet unknown;
-  unknown.type = PacketType::kRpcUnknown;
-  unknown.sender_id = *id | 1;
-  uint8_t buf[wire::kMaxHeaderSize];
-  client->engine().HandlePacket(server->address(),
-                                absl::MakeConstSpan(buf, wire::EncodeHeader(unknown, buf)));
+  // The client asks for the rest; the server answers that it does not know the RPC (it lost
+  // its state after sending that packet). Restarting would run the request twice, so the
+  // client must fail instead.
+  client->outbox.clear();
+  const uint32_t round = TickUntilResend(net, client, 10);
+  ASSERT_GT(round, 0u) << "no RESEND for the missing response bytes";
+  SendUnknown(client, server->address(), *id, round);
   ASSERT_EQ(client->responses.size(), 1u);
   EXPECT_EQ(client->responses[0].result.status().code(), absl::StatusCode::kUnavailable);
   EXPECT_EQ(client->engine().stats().restarts, 0u);
+}
+
+TEST_F(EngineTest, Engine_RpcUnknownWithoutARoundIsTakenAsFresh) {
+  // A peer that does not echo the RESEND round (0) gets the original behaviour: after part of
+  // the response, RPC_UNKNOWN fails the call.
+  server->auto_respond = [](const std::string&) { return Bytes(100000); };
+  auto id = client->engine().SendRequest(server->address(), Bytes(10), 0);
+  ASSERT_TRUE(id.ok());
+  net.Flush(client);
+  Captured first = server->OfType(PacketType::kData).front();
+  server->outbox.clear();
+  client->engine().HandlePacket(server->address(), first.bytes);
+  SendUnknown(client, server->address(), *id, 0);
+  ASSERT_EQ(client->responses.size(), 1u);
+  EXPECT_EQ(client->responses[0].result.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(client->engine().stats().stale_rpc_unknowns, 0u);
+}
+
+TEST_F(EngineTest, Engine_StaleRpcUnknownNeitherRestartsAgainNorFailsTheCall) {
+  // The whole request is lost, so the client's RESEND(0, all) draws an RPC_UNKNOWN, which the
+  // network duplicates and delays: one copy arrives at once, the other twice later, right after
+  // the restart and after the first packet of the response.
+  server->auto_respond = [](const std::string&) { return Bytes(100000); };
+  auto id = client->engine().SendRequest(server->address(), Bytes(3000), 0);
+  ASSERT_TRUE(id.ok());
+  net.Flush(client, [](const Captured&) { return false; });
+  const uint32_t round = TickUntilResend(net, client, 10);
+  ASSERT_GT(round, 0u);
+  net.Flush(client);  // the RESEND reaches the server, which knows nothing of the RPC
+  std::vector<Captured> unknowns = server->OfType(PacketType::kRpcUnknown);
+  ASSERT_EQ(unknowns.size(), 1u);
+  EXPECT_EQ(unknowns[0].Decoded().unknown.resend_round, round) << "echoes the RESEND's round";
+  server->outbox.clear();
+
+  client->engine().HandlePacket(server->address(), unknowns[0].bytes);
+  EXPECT_EQ(client->engine().stats().restarts, 1u);
+  // The late copy, before the restarted request has reached the server: no second restart.
+  client->engine().HandlePacket(server->address(), unknowns[0].bytes);
+  EXPECT_EQ(client->engine().stats().restarts, 1u);
+  EXPECT_EQ(client->engine().stats().stale_rpc_unknowns, 1u);
+
+  // The restarted request runs; the first response packet arrives, then the copy once more.
+  net.Flush(client);
+  ASSERT_EQ(server->requests.size(), 1u);
+  Captured first = server->OfType(PacketType::kData).front();
+  client->engine().HandlePacket(server->address(), first.bytes);
+  client->engine().HandlePacket(server->address(), unknowns[0].bytes);
+  EXPECT_TRUE(client->responses.empty()) << "the call must not fail on a stale RPC_UNKNOWN";
+  EXPECT_EQ(client->engine().stats().stale_rpc_unknowns, 2u);
+
+  // Expect: the response completes, and the request ran once.
+  net.Settle();
+  ASSERT_EQ(client->responses.size(), 1u);
+  ASSERT_TRUE(client->responses[0].result.ok()) << client->responses[0].result.status();
+  EXPECT_EQ(client->responses[0].result->size(), 100000u);
+  EXPECT_EQ(server->requests.size(), 1u);
+  EXPECT_EQ(client->engine().stats().restarts, 1u);
 }
 
 TEST_F(EngineTest, Engine_RestartsAreBounded) {

@@ -241,12 +241,14 @@ TEST_P(UdpChaosTest, UdpChaos_EveryRpcCompletesExactlyOnce) {
     EXPECT_GT(d->reordered, 0u);
   }
   EXPECT_EQ(ps.clients, static_cast<uint64_t>(kClients));
-  uint64_t resends = ss.resends_sent, retransmits = ss.retransmitted_packets, restarts = 0;
+  uint64_t resends = ss.resends_sent, retransmits = ss.retransmitted_packets, restarts = 0,
+           stale_unknowns = 0;
   for (auto& c : clients) {
     EngineStats cs = c->stats();
     resends += cs.resends_sent;
     retransmits += cs.retransmitted_packets;
     restarts += cs.restarts;
+    stale_unknowns += cs.stale_rpc_unknowns;
   }
   EXPECT_GT(resends, 0u) << "loss was never repaired by RESEND";
   std::cout << "[ proxy    ] to_server: received " << ps.to_server.received << " dropped "
@@ -255,7 +257,8 @@ TEST_P(UdpChaosTest, UdpChaos_EveryRpcCompletesExactlyOnce) {
             << ps.to_client.received << " dropped " << ps.to_client.dropped << " duplicated "
             << ps.to_client.duplicated << " reordered " << ps.to_client.reordered << "\n"
             << "[ engines  ] resends " << resends << " retransmitted packets " << retransmits
-            << " restarts " << restarts << " duplicate requests suppressed "
+            << " restarts " << restarts << " (stale RPC_UNKNOWNs ignored " << stale_unknowns
+            << ") duplicate requests suppressed "
             << ss.duplicate_requests_suppressed << "\n";
 
   // Tear down in dependency order: nothing may call `issue` after the clients are gone.

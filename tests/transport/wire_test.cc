@@ -71,6 +71,13 @@ Packet SampleResend() {
   p.resend.offset = 0x00A1B2C3;
   p.resend.length = 0x00040506;
   p.resend.priority = 7;
+  p.resend.round = 0x0102A0B0;
+  return p;
+}
+
+Packet SampleRpcUnknown() {
+  Packet p = Common(PacketType::kRpcUnknown);
+  p.unknown.resend_round = 0x0102A0B0;
   return p;
 }
 
@@ -102,7 +109,7 @@ std::vector<Packet> AllSamples() {
   return {SampleData(),
           SampleGrant(),
           SampleResend(),
-          Common(PacketType::kRpcUnknown),
+          SampleRpcUnknown(),
           Common(PacketType::kBusy),
           SampleCutoffs(),
           Common(PacketType::kNeedAck),
@@ -134,6 +141,7 @@ void ExpectSamePacket(const Packet& a, const Packet& b) {
       EXPECT_EQ(a.resend.offset, b.resend.offset);
       EXPECT_EQ(a.resend.length, b.resend.length);
       EXPECT_EQ(a.resend.priority, b.resend.priority);
+      EXPECT_EQ(a.resend.round, b.resend.round);
       break;
     case PacketType::kCutoffs:
       EXPECT_EQ(a.cutoffs.unsched_cutoffs, b.cutoffs.unsched_cutoffs);
@@ -150,6 +158,8 @@ void ExpectSamePacket(const Packet& a, const Packet& b) {
       EXPECT_EQ(a.refused.reason, b.refused.reason);
       break;
     case PacketType::kRpcUnknown:
+      EXPECT_EQ(a.unknown.resend_round, b.unknown.resend_round);
+      break;
     case PacketType::kBusy:
     case PacketType::kNeedAck:
       break;
@@ -361,6 +371,16 @@ TEST(Wire, ResendLayout) {
   EXPECT_EQ(Read32(bytes, 28), 0x00A1B2C3u) << "offset at 28";
   EXPECT_EQ(Read32(bytes, 32), 0x00040506u) << "length at 32";
   EXPECT_EQ(bytes[36], 7) << "priority at 36";
+  EXPECT_EQ(Read32(bytes, 4), 0x0102A0B0u) << "round in the common header's sequence, at 4";
+}
+
+TEST(Wire, RpcUnknownEchoesTheRoundAtOffset4) {
+  const Bytes bytes = Encode(SampleRpcUnknown());
+  ASSERT_EQ(bytes.size(), 28u);
+  EXPECT_EQ(Read32(bytes, 4), 0x0102A0B0u) << "resend_round in sequence, at 4";
+  Packet got;
+  ASSERT_EQ(DecodeBytes(bytes, &got), DecodeError::kOk);
+  EXPECT_EQ(got.unknown.resend_round, 0x0102A0B0u);
 }
 
 // ---- Encoder contract ----
@@ -407,7 +427,10 @@ TEST(Wire, EncodeWritesDoffAndSequenceAsHomaDoes) {
     SCOPED_TRACE(PacketTypeName(p.type));
     const Bytes bytes = Encode(p);
     EXPECT_EQ(bytes[12], 5 << 4);
-    EXPECT_EQ(Read32(bytes, 4), 0u);
+    // RESEND and RPC_UNKNOWN put the round there (ResendLayout, RpcUnknownEchoes...).
+    if (p.type != PacketType::kResend && p.type != PacketType::kRpcUnknown) {
+      EXPECT_EQ(Read32(bytes, 4), 0u);
+    }
   }
 }
 
@@ -636,8 +659,12 @@ TEST(Wire, IgnoredBytesDoNotChangeTheDecode) {
   for (const Packet& p : AllSamples()) {
     SCOPED_TRACE(PacketTypeName(p.type));
     Bytes bytes = Encode(p);
-    // sequence (4..7), ack[3] (8..10), doff (12), urgent (18..19).
-    for (size_t i : {4, 5, 6, 7, 8, 9, 10, 12, 18, 19}) bytes[i] = 0xC3;
+    // sequence (4..7; RESEND and RPC_UNKNOWN carry the round there), ack[3] (8..10),
+    // doff (12), urgent (18..19).
+    for (size_t i : {8, 9, 10, 12, 18, 19}) bytes[i] = 0xC3;
+    if (p.type != PacketType::kResend && p.type != PacketType::kRpcUnknown) {
+      for (size_t i : {4, 5, 6, 7}) bytes[i] = 0xC3;
+    }
     if (p.type == PacketType::kData) {
       for (size_t i : {49, 50, 51}) bytes[i] = 0xC3;  // pad
     }
