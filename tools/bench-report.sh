@@ -653,8 +653,13 @@ caveats_section() {
   the full method name, UDP/IP/Ethernet), where HTTP/2 indexes the method with HPACK and TCP
   packs several small calls into one segment. W1's requests average 189 bytes, so "50% load"
   is about 100% of the link on the wire for homarpc (W2 at 80%: ~110%): homarpc's W1 runs and
-  W2 at 80% are overloaded and collapse (most calls time out), while gRPC's are not. Sending
-  a method id instead of its name is the fix this calls for.
+  W2 at 80% are overloaded and collapse (most calls time out), while gRPC's are not. A method
+  id instead of the benchmark's 29-byte method name would save ~25 of those bytes: not
+  enough to leave overload. What the transport can do there is not feed it: a request still
+  queued behind the overload drew an RPC_UNKNOWN and a fresh copy at every probe; since
+  session 14 a client backs off its probes after each restart (proto/PROTOCOL.md, section
+  10). W1 at 50%, homarpc alone, 10 s points, 2 A/B pairs (the tables here predate it):
+  9.3-10.3% of the link delivered -> 18.9-19.6%, failed calls 13.3-13.4 k -> 6.1-6.2 k.
 - **CPU time per RPC includes the network.** Sending through the testbed's veth, bridge and
   shapers is kernel work charged to the sending process, for both systems, and so is waking
   the receiving thread (an inter-processor interrupt in this VM).

@@ -740,13 +740,14 @@ void Engine::Impl::HandleRpcUnknown(Rpc* rpc, const wire::Packet& p) {
     return;
   }
   // Bound the restarts so an RPC whose DATA never gets through fails about when a silent one
-  // would: one restart per resend_interval for timeout_ticks (PROTOCOL.md, "Answering
-  // RPC_UNKNOWN").
-  const uint32_t max_restarts = std::max(8u, config_.timeout_ticks / config_.resend_interval);
-  if (rpc->restarts >= max_restarts) {
+  // would: once it has restarted kMinRestarts times over timeout_ticks (PROTOCOL.md,
+  // "Answering RPC_UNKNOWN"; the probes between restarts back off, engine_timer.cc).
+  constexpr uint32_t kMinRestarts = 4;
+  if (rpc->restarts >= kMinRestarts && rpc->restart_ticks >= config_.timeout_ticks) {
     FailClientRpc(rpc, absl::UnavailableError(absl::StrCat(
                            "server ", rpc->peer->address.ToString(), " does not know the RPC after ",
-                           max_restarts, " restarts")));
+                           rpc->restarts, " restarts in ",
+                           int64_t{rpc->restart_ticks} * config_.tick_usecs / 1000, " ms")));
     return;
   }
   // The server has no state for our RPC (every request packet it had was lost): send the

@@ -99,9 +99,25 @@ void Engine::Impl::Tick() {
 namespace {
 
 // Whether the RPC is due a RESEND this tick (reference §4: first after resend_ticks, then every
-// resend_interval).
-bool ResendDue(const Config& c, uint32_t silent_ticks) {
-  return silent_ticks >= c.resend_ticks && (silent_ticks - c.resend_ticks) % c.resend_interval == 0;
+// resend_interval), both stretched `scale` times.
+bool ResendDue(const Config& c, uint32_t silent_ticks, uint32_t scale = 1) {
+  const uint32_t first = c.resend_ticks * scale;
+  return silent_ticks >= first && (silent_ticks - first) % (c.resend_interval * scale) == 0;
+}
+
+// How much longer a client whose request the server did not have waits before it asks again:
+// doubling with each restart, up to 8x, and never past half of timeout_ticks (so the RPC
+// cannot time out before asking). The server did not know the RPC because the request was
+// lost, or because it still sits in a queue: a congested link's priority queue can hold it
+// for longer than resend_ticks, and then every probe drew another RPC_UNKNOWN and another
+// copy of the request, feeding the congestion (the testbed's W1 at 50% load: most calls
+// failed "does not know the RPC after 10 restarts"). A client receiving its response, or
+// that never restarted, asks on the normal schedule.
+uint32_t ProbeScale(const Config& c, const Rpc& rpc) {
+  if (rpc.restarts == 0 || rpc.in.started()) return 1;
+  uint32_t scale = 1u << std::min(rpc.restarts, 3u);
+  while (scale > 1 && uint64_t{c.resend_ticks} * scale * 2 > c.timeout_ticks) scale /= 2;
+  return scale;
 }
 
 // Whether a server RPC whose response has waited `unacked_ticks` for its ack asks for it this
@@ -134,6 +150,7 @@ void Engine::Impl::TickClientRpc(Rpc* rpc) {
     return;
   }
   rpc->waiting_ticks = 0;
+  if (rpc->restarts > 0) ++rpc->restart_ticks;
   if (rpc->out.HasSendable() || rpc->out.NeedsEmptyPacket()) {
     rpc->silent_ticks = 0;
     return;
@@ -146,7 +163,7 @@ void Engine::Impl::TickClientRpc(Rpc* rpc) {
                            int64_t{rpc->silent_ticks} * config_.tick_usecs / 1000, " ms")));
     return;
   }
-  if (ResendDue(config_, rpc->silent_ticks)) SendResendsFor(rpc);
+  if (ResendDue(config_, rpc->silent_ticks, ProbeScale(config_, *rpc))) SendResendsFor(rpc);
 }
 
 void Engine::Impl::TickServerRpc(Rpc* rpc) {

@@ -33,8 +33,10 @@ struct Rpc {
   uint32_t silent_ticks = 0;
   // Client: ticks its response has waited on our own grant scheduler (see TickClientRpc).
   uint32_t waiting_ticks = 0;
-  // Client: times the request was sent again from the start after RPC_UNKNOWN.
+  // Client: times the request was sent again from the start after RPC_UNKNOWN, and ticks
+  // since the first of them (restarts are bounded by time, not by count).
   uint32_t restarts = 0;
+  uint32_t restart_ticks = 0;
   // RESEND rounds sent for this RPC; each RESEND carries its round and an RPC_UNKNOWN echoes
   // it. Client: an RPC_UNKNOWN answering a round below first_live_round is stale, because that
   // RESEND went out before the latest restart or before the first response byte arrived (the

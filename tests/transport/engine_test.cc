@@ -465,18 +465,66 @@ TEST_F(EngineTest, Engine_StaleRpcUnknownNeitherRestartsAgainNorFailsTheCall) {
   EXPECT_EQ(client->engine().stats().restarts, 1u);
 }
 
-TEST_F(EngineTest, Engine_RestartsAreBounded) {
+TEST_F(EngineTest, Engine_RestartsBackOffAndAreBounded) {
   EchoServer();
   ASSERT_TRUE(client->engine().SendRequest(server->address(), Bytes(100), 0).ok());
   // No DATA from the client ever arrives; RESENDs and RPC_UNKNOWNs do.
-  net.Run(int64_t{500} * 1000 * 1000, [this](const Host* from, const Captured& c) {
+  auto no_client_data = [this](const Host* from, const Captured& c) {
     return !(from == client && c.type() == PacketType::kData);
+  };
+  std::vector<int64_t> probes;  // when the client's RESENDs left, in ticks
+  const int64_t start = net.clock.NowNanos();
+  const int64_t tick = int64_t{net.config().tick_usecs} * 1000;
+  net.Run(int64_t{100} * tick, [&](const Host* from, const Captured& c) {
+    if (from == client && c.type() == PacketType::kResend) {
+      probes.push_back((net.clock.NowNanos() - start) / tick);
+    }
+    return no_client_data(from, c);
   });
-  // Expect: max(8, timeout_ticks / resend_interval) = 20 restarts, then UNAVAILABLE.
+  // Expect: the first probe after resend_ticks (5), then one restart per probe, each waiting
+  // twice as long as the last (10, 20, 40 ticks; 8x at most); no failure before the restarts
+  // have gone on for timeout_ticks (100).
+  EXPECT_THAT(probes, ::testing::ElementsAre(5, 15, 35, 75));
+  EXPECT_TRUE(client->responses.empty());
+  net.Run(int64_t{400} * tick, no_client_data);
+  // Then UNAVAILABLE at the next RPC_UNKNOWN (115 ticks), after 4 restarts (20 before back-off).
   ASSERT_EQ(client->responses.size(), 1u);
   EXPECT_EQ(client->responses[0].result.status().code(), absl::StatusCode::kUnavailable);
-  EXPECT_EQ(client->engine().stats().restarts, 20u);
+  EXPECT_THAT(std::string(client->responses[0].result.status().message()),
+              ::testing::HasSubstr("after 4 restarts"));
+  EXPECT_EQ(client->engine().stats().restarts, 4u);
   EXPECT_TRUE(server->requests.empty());
+}
+
+// Restarts with a short timeout: the back-off must stay under half of timeout_ticks.
+Config ShortTimeout() {
+  Config c = Unpaced();
+  c.timeout_ticks = 30;
+  return c;
+}
+struct ShortTimeoutTest : EngineTest {
+  ShortTimeoutTest() : EngineTest(ShortTimeout()) {}
+};
+
+TEST_F(ShortTimeoutTest, Engine_RestartBackOffStaysUnderHalfTheTimeout) {
+  EchoServer();
+  ASSERT_TRUE(client->engine().SendRequest(server->address(), Bytes(100), 0).ok());
+  std::vector<int64_t> probes;
+  const int64_t start = net.clock.NowNanos();
+  const int64_t tick = int64_t{net.config().tick_usecs} * 1000;
+  net.Run(int64_t{200} * tick, [&](const Host* from, const Captured& c) {
+    if (from == client && c.type() == PacketType::kResend) {
+      probes.push_back((net.clock.NowNanos() - start) / tick);
+    }
+    return !(from == client && c.type() == PacketType::kData);
+  });
+  // Expect: 5 ticks, then 10 (2x), then 10 again: 4x would be 20 > 30 / 2. The RPC fails at
+  // the RPC_UNKNOWN that finds 4 restarts spread over 30 ticks, not by silence.
+  EXPECT_THAT(probes, ::testing::ElementsAre(5, 15, 25, 35, 45));
+  ASSERT_EQ(client->responses.size(), 1u);
+  EXPECT_THAT(std::string(client->responses[0].result.status().message()),
+              ::testing::HasSubstr("does not know the RPC after 4 restarts"));
+  EXPECT_EQ(client->engine().stats().client_timeouts, 0u);
 }
 
 TEST_F(EngineTest, Engine_LateRetransmissionCannotTriggerAStorm) {
