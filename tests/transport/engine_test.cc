@@ -386,23 +386,30 @@ uint32_t TickUntilResend(Net& net, Host* host, int max_ticks) {
   return 0;
 }
 
-TEST_F(EngineTest, Engine_RpcUnknownAfterPartialResponseFails) {
-  // The server answers with a long response; only its first packet reaches the client.
+// The server answers a request with a 100000-byte response, of which only the first packet
+// reaches the client; returns the RPC's id (0 if it could not be sent).
+RpcId FirstPacketOfLongResponse(Net& net, Host* client, Host* server) {
   server->auto_respond = [](const std::string&) { return Bytes(100000); };
   auto id = client->engine().SendRequest(server->address(), Bytes(10), 0);
-  ASSERT_TRUE(id.ok());
+  if (!id.ok()) return 0;
   net.Flush(client);
-  ASSERT_FALSE(server->OfType(PacketType::kData).empty());
-  Captured first = server->OfType(PacketType::kData).front();
+  std::vector<Captured> data = server->OfType(PacketType::kData);
+  if (data.empty()) return 0;
   server->outbox.clear();
-  client->engine().HandlePacket(server->address(), first.bytes);
+  client->engine().HandlePacket(server->address(), data.front().bytes);
+  return *id;
+}
+
+TEST_F(EngineTest, Engine_RpcUnknownAfterPartialResponseFails) {
+  const RpcId id = FirstPacketOfLongResponse(net, client, server);
+  ASSERT_NE(id, 0u);
   // The client asks for the rest; the server answers that it does not know the RPC (it lost
   // its state after sending that packet). Restarting would run the request twice, so the
   // client must fail instead.
   client->outbox.clear();
   const uint32_t round = TickUntilResend(net, client, 10);
   ASSERT_GT(round, 0u) << "no RESEND for the missing response bytes";
-  SendUnknown(client, server->address(), *id, round);
+  SendUnknown(client, server->address(), id, round);
   ASSERT_EQ(client->responses.size(), 1u);
   EXPECT_EQ(client->responses[0].result.status().code(), absl::StatusCode::kUnavailable);
   EXPECT_EQ(client->engine().stats().restarts, 0u);
@@ -411,14 +418,9 @@ TEST_F(EngineTest, Engine_RpcUnknownAfterPartialResponseFails) {
 TEST_F(EngineTest, Engine_RpcUnknownWithoutARoundIsTakenAsFresh) {
   // A peer that does not echo the RESEND round (0) gets the original behaviour: after part of
   // the response, RPC_UNKNOWN fails the call.
-  server->auto_respond = [](const std::string&) { return Bytes(100000); };
-  auto id = client->engine().SendRequest(server->address(), Bytes(10), 0);
-  ASSERT_TRUE(id.ok());
-  net.Flush(client);
-  Captured first = server->OfType(PacketType::kData).front();
-  server->outbox.clear();
-  client->engine().HandlePacket(server->address(), first.bytes);
-  SendUnknown(client, server->address(), *id, 0);
+  const RpcId id = FirstPacketOfLongResponse(net, client, server);
+  ASSERT_NE(id, 0u);
+  SendUnknown(client, server->address(), id, 0);
   ASSERT_EQ(client->responses.size(), 1u);
   EXPECT_EQ(client->responses[0].result.status().code(), absl::StatusCode::kUnavailable);
   EXPECT_EQ(client->engine().stats().stale_rpc_unknowns, 0u);
