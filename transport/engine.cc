@@ -467,7 +467,10 @@ void Engine::Impl::HandlePacket(const Address& from, absl::Span<const uint8_t> b
       if (Rpc* rpc = FindRpc(from, p.sender_id)) HandleRpcUnknown(rpc, p);
       break;
     case wire::PacketType::kBusy:
-      if (Rpc* rpc = FindRpc(from, p.sender_id)) rpc->silent_ticks = 0;
+      if (Rpc* rpc = FindRpc(from, p.sender_id)) {
+        rpc->silent_ticks = 0;
+        rpc->unconfirmed_restart = false;  // the server has the request
+      }
       break;
     case wire::PacketType::kCutoffs:
       HandleCutoffs(from, p);
@@ -528,6 +531,7 @@ void Engine::Impl::HandleData(const Address& from, const wire::Packet& p) {
       stats_.rx_bytes_held += len;
       // The server has this RPC: an RPC_UNKNOWN answering an earlier RESEND is stale.
       rpc->first_live_round = rpc->resend_rounds + 1;
+      rpc->unconfirmed_restart = false;
     }
   }
   ReceiveData(rpc, p);
@@ -636,6 +640,7 @@ void Engine::Impl::HandleGrant(Rpc* rpc, const wire::Packet& p) {
   OutMessage& out = rpc->out;
   if (!out.active) return;
   rpc->silent_ticks = 0;
+  rpc->unconfirmed_restart = false;  // a server granting our request has it
   uint32_t offset = p.grant.offset;
   if (offset > out.length) {
     ++stats_.packets_dropped_semantic;  // grant beyond the message: clamp, do not trust
@@ -756,6 +761,7 @@ void Engine::Impl::HandleRpcUnknown(Rpc* rpc, const wire::Packet& p) {
   ++rpc->restarts;
   ++stats_.restarts;
   rpc->first_live_round = rpc->resend_rounds + 1;
+  rpc->unconfirmed_restart = true;
   grants_.Remove(rpc);
   rpc->state = RpcState::kOutgoing;
   rpc->silent_ticks = 0;

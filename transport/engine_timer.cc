@@ -101,8 +101,8 @@ namespace {
 // Whether the RPC is due a RESEND this tick (reference §4: first after resend_ticks, then every
 // resend_interval), both stretched `scale` times.
 bool ResendDue(const Config& c, uint32_t silent_ticks, uint32_t scale = 1) {
-  const uint32_t first = c.resend_ticks * scale;
-  return silent_ticks >= first && (silent_ticks - first) % (c.resend_interval * scale) == 0;
+  const uint64_t first = uint64_t{c.resend_ticks} * scale;
+  return silent_ticks >= first && (silent_ticks - first) % (uint64_t{c.resend_interval} * scale) == 0;
 }
 
 // How much longer a client whose request the server did not have waits before it asks again:
@@ -111,12 +111,14 @@ bool ResendDue(const Config& c, uint32_t silent_ticks, uint32_t scale = 1) {
 // lost, or because it still sits in a queue: a congested link's priority queue can hold it
 // for longer than resend_ticks, and then every probe drew another RPC_UNKNOWN and another
 // copy of the request, feeding the congestion (the testbed's W1 at 50% load: most calls
-// failed "does not know the RPC after 10 restarts"). A client receiving its response, or
-// that never restarted, asks on the normal schedule.
+// failed "does not know the RPC after 10 restarts"). Once the server shows it has the request
+// (BUSY, GRANT, a response byte), or if it never restarted, the client asks on the normal
+// schedule: a slow handler must not leave room for only two probes per timeout.
 uint32_t ProbeScale(const Config& c, const Rpc& rpc) {
-  if (rpc.restarts == 0 || rpc.in.started()) return 1;
+  if (!rpc.unconfirmed_restart) return 1;
   uint32_t scale = 1u << std::min(rpc.restarts, 3u);
-  while (scale > 1 && uint64_t{c.resend_ticks} * scale * 2 > c.timeout_ticks) scale /= 2;
+  const uint64_t step = std::max(c.resend_ticks, c.resend_interval);
+  while (scale > 1 && step * scale * 2 > c.timeout_ticks) scale /= 2;
   return scale;
 }
 

@@ -37,6 +37,9 @@ struct Rpc {
   // since the first of them (restarts are bounded by time, not by count).
   uint32_t restarts = 0;
   uint32_t restart_ticks = 0;
+  // Client: restarted, and nothing since from the server shows it has the request (a BUSY, a
+  // GRANT or a response byte): its probes back off (engine_timer.cc, ProbeScale).
+  bool unconfirmed_restart = false;
   // RESEND rounds sent for this RPC; each RESEND carries its round and an RPC_UNKNOWN echoes
   // it. Client: an RPC_UNKNOWN answering a round below first_live_round is stale, because that
   // RESEND went out before the latest restart or before the first response byte arrived (the

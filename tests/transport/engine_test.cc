@@ -467,6 +467,66 @@ TEST_F(EngineTest, Engine_StaleRpcUnknownNeitherRestartsAgainNorFailsTheCall) {
   EXPECT_EQ(client->engine().stats().restarts, 1u);
 }
 
+TEST_F(EngineTest, Engine_StaleRpcUnknownToAProbeAfterTheRestartIsIgnoredOnceTheResponseBegins) {
+  // The request is lost and restarted; the restarted request is slow to arrive, so the next
+  // probe (sent after the restart) also draws an RPC_UNKNOWN, which the network delays until
+  // after the first packet of the response.
+  server->auto_respond = [](const std::string&) { return Bytes(100000); };
+  auto id = client->engine().SendRequest(server->address(), Bytes(3000), 0);
+  ASSERT_TRUE(id.ok());
+  net.Flush(client, [](const Captured&) { return false; });
+  ASSERT_GT(TickUntilResend(net, client, 10), 0u);
+  net.Flush(client);
+  std::vector<Captured> first_unknown = server->OfType(PacketType::kRpcUnknown);
+  ASSERT_EQ(first_unknown.size(), 1u);
+  server->outbox.clear();
+  client->engine().HandlePacket(server->address(), first_unknown[0].bytes);
+  ASSERT_EQ(client->engine().stats().restarts, 1u);
+  std::deque<Captured> restarted = std::move(client->outbox);  // held back in the network
+  client->outbox.clear();
+  const uint32_t round = TickUntilResend(net, client, 20);
+  ASSERT_GT(round, 1u);
+  net.Flush(client);  // the probe reaches the server, which still has nothing
+  std::vector<Captured> late_unknown = server->OfType(PacketType::kRpcUnknown);
+  ASSERT_EQ(late_unknown.size(), 1u);
+  server->outbox.clear();
+
+  // The restarted request arrives and runs; the response's first packet reaches the client.
+  client->outbox = std::move(restarted);
+  net.Flush(client);
+  ASSERT_EQ(server->requests.size(), 1u);
+  client->engine().HandlePacket(server->address(),
+                                server->OfType(PacketType::kData).front().bytes);
+  // Then the delayed RPC_UNKNOWN: it answers a probe from before the response began.
+  client->engine().HandlePacket(server->address(), late_unknown[0].bytes);
+  EXPECT_TRUE(client->responses.empty()) << "the call must not fail on a stale RPC_UNKNOWN";
+  EXPECT_EQ(client->engine().stats().stale_rpc_unknowns, 1u);
+  // Expect: the server has the request now, so the client asks for the rest of the response on
+  // the normal schedule (5 ticks), not the backed-off one.
+  client->outbox.clear();
+  EXPECT_GT(TickUntilResend(net, client, 5), 0u);
+  net.Settle();
+  ASSERT_EQ(client->responses.size(), 1u);
+  ASSERT_TRUE(client->responses[0].result.ok()) << client->responses[0].result.status();
+  EXPECT_EQ(server->requests.size(), 1u);
+}
+
+// Runs the net for `ticks`, delivering what `keep` allows, and returns when (in ticks from
+// now) the client sent each RESEND.
+std::vector<int64_t> ProbeTicks(Net& net, const Host* client, int ticks,
+                                const std::function<bool(const Host*, const Captured&)>& keep) {
+  std::vector<int64_t> probes;
+  const int64_t start = net.clock.NowNanos();
+  const int64_t tick = int64_t{net.config().tick_usecs} * 1000;
+  net.Run(int64_t{ticks} * tick, [&](const Host* from, const Captured& c) {
+    if (from == client && c.type() == PacketType::kResend) {
+      probes.push_back((net.clock.NowNanos() - start) / tick);
+    }
+    return keep(from, c);
+  });
+  return probes;
+}
+
 TEST_F(EngineTest, Engine_RestartsBackOffAndAreBounded) {
   EchoServer();
   ASSERT_TRUE(client->engine().SendRequest(server->address(), Bytes(100), 0).ok());
@@ -474,21 +534,12 @@ TEST_F(EngineTest, Engine_RestartsBackOffAndAreBounded) {
   auto no_client_data = [this](const Host* from, const Captured& c) {
     return !(from == client && c.type() == PacketType::kData);
   };
-  std::vector<int64_t> probes;  // when the client's RESENDs left, in ticks
-  const int64_t start = net.clock.NowNanos();
-  const int64_t tick = int64_t{net.config().tick_usecs} * 1000;
-  net.Run(int64_t{100} * tick, [&](const Host* from, const Captured& c) {
-    if (from == client && c.type() == PacketType::kResend) {
-      probes.push_back((net.clock.NowNanos() - start) / tick);
-    }
-    return no_client_data(from, c);
-  });
   // Expect: the first probe after resend_ticks (5), then one restart per probe, each waiting
   // twice as long as the last (10, 20, 40 ticks; 8x at most); no failure before the restarts
   // have gone on for timeout_ticks (100).
-  EXPECT_THAT(probes, ::testing::ElementsAre(5, 15, 35, 75));
+  EXPECT_THAT(ProbeTicks(net, client, 100, no_client_data), ::testing::ElementsAre(5, 15, 35, 75));
   EXPECT_TRUE(client->responses.empty());
-  net.Run(int64_t{400} * tick, no_client_data);
+  net.Run(int64_t{400} * net.config().tick_usecs * 1000, no_client_data);
   // Then UNAVAILABLE at the next RPC_UNKNOWN (115 ticks), after 4 restarts (20 before back-off).
   ASSERT_EQ(client->responses.size(), 1u);
   EXPECT_EQ(client->responses[0].result.status().code(), absl::StatusCode::kUnavailable);
@@ -498,35 +549,63 @@ TEST_F(EngineTest, Engine_RestartsBackOffAndAreBounded) {
   EXPECT_TRUE(server->requests.empty());
 }
 
+TEST_F(EngineTest, Engine_BusyEndsTheRestartBackOff) {
+  // The first request is lost; its restart arrives, and the handler takes its time.
+  ASSERT_TRUE(client->engine().SendRequest(server->address(), Bytes(100), 0).ok());
+  auto lose_first_request = [this](const Host* from, const Captured& c) {
+    return !(from == client && c.type() == PacketType::kData &&
+             client->engine().stats().restarts == 0);
+  };
+  // Expect: the probe after the restart waits 10 ticks (2x); its BUSY shows the server has the
+  // request, and the probes after it come every 5 ticks again.
+  EXPECT_THAT(ProbeTicks(net, client, 32, lose_first_request),
+              ::testing::ElementsAre(5, 15, 20, 25, 30));
+  EXPECT_EQ(server->requests.size(), 1u);
+  EXPECT_TRUE(client->responses.empty());
+}
+
 // Restarts with a short timeout: the back-off must stay under half of timeout_ticks.
-Config ShortTimeout() {
+Config WithTimeoutTicks(uint32_t ticks) {
   Config c = Unpaced();
-  c.timeout_ticks = 30;
+  c.timeout_ticks = ticks;
   return c;
 }
 struct ShortTimeoutTest : EngineTest {
-  ShortTimeoutTest() : EngineTest(ShortTimeout()) {}
+  ShortTimeoutTest() : EngineTest(WithTimeoutTicks(30)) {}
+};
+struct LongTimeoutTest : EngineTest {
+  LongTimeoutTest() : EngineTest(WithTimeoutTicks(200)) {}
 };
 
 TEST_F(ShortTimeoutTest, Engine_RestartBackOffStaysUnderHalfTheTimeout) {
   EchoServer();
   ASSERT_TRUE(client->engine().SendRequest(server->address(), Bytes(100), 0).ok());
-  std::vector<int64_t> probes;
-  const int64_t start = net.clock.NowNanos();
-  const int64_t tick = int64_t{net.config().tick_usecs} * 1000;
-  net.Run(int64_t{200} * tick, [&](const Host* from, const Captured& c) {
-    if (from == client && c.type() == PacketType::kResend) {
-      probes.push_back((net.clock.NowNanos() - start) / tick);
-    }
-    return !(from == client && c.type() == PacketType::kData);
-  });
   // Expect: 5 ticks, then 10 (2x), then 10 again: 4x would be 20 > 30 / 2. The RPC fails at
   // the RPC_UNKNOWN that finds 4 restarts spread over 30 ticks, not by silence.
-  EXPECT_THAT(probes, ::testing::ElementsAre(5, 15, 25, 35, 45));
+  EXPECT_THAT(ProbeTicks(net, client, 200,
+                         [this](const Host* from, const Captured& c) {
+                           return !(from == client && c.type() == PacketType::kData);
+                         }),
+              ::testing::ElementsAre(5, 15, 25, 35, 45));
   ASSERT_EQ(client->responses.size(), 1u);
   EXPECT_THAT(std::string(client->responses[0].result.status().message()),
               ::testing::HasSubstr("does not know the RPC after 4 restarts"));
   EXPECT_EQ(client->engine().stats().client_timeouts, 0u);
+}
+
+TEST_F(LongTimeoutTest, Engine_RestartsAreBoundedByTimeNotCount) {
+  EchoServer();
+  ASSERT_TRUE(client->engine().SendRequest(server->address(), Bytes(100), 0).ok());
+  // Expect: probes 40 ticks apart once at 8x, and the failure only when the restarts have gone
+  // on for timeout_ticks (200): at the RPC_UNKNOWN of tick 235, after 7 restarts.
+  EXPECT_THAT(ProbeTicks(net, client, 300,
+                         [this](const Host* from, const Captured& c) {
+                           return !(from == client && c.type() == PacketType::kData);
+                         }),
+              ::testing::ElementsAre(5, 15, 35, 75, 115, 155, 195, 235));
+  ASSERT_EQ(client->responses.size(), 1u);
+  EXPECT_THAT(std::string(client->responses[0].result.status().message()),
+              ::testing::HasSubstr("does not know the RPC after 7 restarts"));
 }
 
 TEST_F(EngineTest, Engine_LateRetransmissionCannotTriggerAStorm) {
