@@ -426,26 +426,34 @@ TEST_F(EngineTest, Engine_RpcUnknownWithoutARoundIsTakenAsFresh) {
   EXPECT_EQ(client->engine().stats().stale_rpc_unknowns, 0u);
 }
 
-TEST_F(EngineTest, Engine_StaleRpcUnknownNeitherRestartsAgainNorFailsTheCall) {
-  // The whole request is lost, so the client's RESEND(0, all) draws an RPC_UNKNOWN, which the
-  // network duplicates and delays: one copy arrives at once, the other twice later, right after
-  // the restart and after the first packet of the response.
+// The server will answer with a 100000-byte response. The client's 3000-byte request is lost
+// and its RESEND(0, all) reaches the server, which answers RPC_UNKNOWN. Returns that answer,
+// not yet delivered (empty bytes if a step failed), and the RESEND's round in `*round`.
+Captured RpcUnknownForALostRequest(Net& net, Host* client, Host* server, uint32_t* round) {
   server->auto_respond = [](const std::string&) { return Bytes(100000); };
-  auto id = client->engine().SendRequest(server->address(), Bytes(3000), 0);
-  ASSERT_TRUE(id.ok());
+  if (!client->engine().SendRequest(server->address(), Bytes(3000), 0).ok()) return {};
   net.Flush(client, [](const Captured&) { return false; });
-  const uint32_t round = TickUntilResend(net, client, 10);
-  ASSERT_GT(round, 0u);
+  *round = TickUntilResend(net, client, 10);
   net.Flush(client);  // the RESEND reaches the server, which knows nothing of the RPC
   std::vector<Captured> unknowns = server->OfType(PacketType::kRpcUnknown);
-  ASSERT_EQ(unknowns.size(), 1u);
-  EXPECT_EQ(unknowns[0].Decoded().unknown.resend_round, round) << "echoes the RESEND's round";
   server->outbox.clear();
+  return unknowns.size() == 1 ? unknowns[0] : Captured{};
+}
 
-  client->engine().HandlePacket(server->address(), unknowns[0].bytes);
+TEST_F(EngineTest, Engine_StaleRpcUnknownNeitherRestartsAgainNorFailsTheCall) {
+  // The RPC_UNKNOWN for the lost request is duplicated and delayed by the network: one copy
+  // arrives at once, the other twice later, right after the restart and after the first packet
+  // of the response.
+  uint32_t round = 0;
+  const Captured unknown = RpcUnknownForALostRequest(net, client, server, &round);
+  ASSERT_FALSE(unknown.bytes.empty());
+  ASSERT_GT(round, 0u);
+  EXPECT_EQ(unknown.Decoded().unknown.resend_round, round) << "echoes the RESEND's round";
+
+  client->engine().HandlePacket(server->address(), unknown.bytes);
   EXPECT_EQ(client->engine().stats().restarts, 1u);
   // The late copy, before the restarted request has reached the server: no second restart.
-  client->engine().HandlePacket(server->address(), unknowns[0].bytes);
+  client->engine().HandlePacket(server->address(), unknown.bytes);
   EXPECT_EQ(client->engine().stats().restarts, 1u);
   EXPECT_EQ(client->engine().stats().stale_rpc_unknowns, 1u);
 
@@ -454,7 +462,7 @@ TEST_F(EngineTest, Engine_StaleRpcUnknownNeitherRestartsAgainNorFailsTheCall) {
   ASSERT_EQ(server->requests.size(), 1u);
   Captured first = server->OfType(PacketType::kData).front();
   client->engine().HandlePacket(server->address(), first.bytes);
-  client->engine().HandlePacket(server->address(), unknowns[0].bytes);
+  client->engine().HandlePacket(server->address(), unknown.bytes);
   EXPECT_TRUE(client->responses.empty()) << "the call must not fail on a stale RPC_UNKNOWN";
   EXPECT_EQ(client->engine().stats().stale_rpc_unknowns, 2u);
 
@@ -471,16 +479,10 @@ TEST_F(EngineTest, Engine_StaleRpcUnknownToAProbeAfterTheRestartIsIgnoredOnceThe
   // The request is lost and restarted; the restarted request is slow to arrive, so the next
   // probe (sent after the restart) also draws an RPC_UNKNOWN, which the network delays until
   // after the first packet of the response.
-  server->auto_respond = [](const std::string&) { return Bytes(100000); };
-  auto id = client->engine().SendRequest(server->address(), Bytes(3000), 0);
-  ASSERT_TRUE(id.ok());
-  net.Flush(client, [](const Captured&) { return false; });
-  ASSERT_GT(TickUntilResend(net, client, 10), 0u);
-  net.Flush(client);
-  std::vector<Captured> first_unknown = server->OfType(PacketType::kRpcUnknown);
-  ASSERT_EQ(first_unknown.size(), 1u);
-  server->outbox.clear();
-  client->engine().HandlePacket(server->address(), first_unknown[0].bytes);
+  uint32_t first_round = 0;
+  const Captured first_unknown = RpcUnknownForALostRequest(net, client, server, &first_round);
+  ASSERT_FALSE(first_unknown.bytes.empty());
+  client->engine().HandlePacket(server->address(), first_unknown.bytes);
   ASSERT_EQ(client->engine().stats().restarts, 1u);
   std::deque<Captured> restarted = std::move(client->outbox);  // held back in the network
   client->outbox.clear();
