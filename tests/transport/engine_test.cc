@@ -529,19 +529,23 @@ std::vector<int64_t> ProbeTicks(Net& net, const Host* client, int ticks,
   return probes;
 }
 
+// ProbeTicks with every DATA packet from the client lost: no request ever arrives.
+std::vector<int64_t> ProbeTicksRequestsLost(Net& net, const Host* client, int ticks) {
+  return ProbeTicks(net, client, ticks, [client](const Host* from, const Captured& c) {
+    return !(from == client && c.type() == PacketType::kData);
+  });
+}
+
 TEST_F(EngineTest, Engine_RestartsBackOffAndAreBounded) {
   EchoServer();
   ASSERT_TRUE(client->engine().SendRequest(server->address(), Bytes(100), 0).ok());
   // No DATA from the client ever arrives; RESENDs and RPC_UNKNOWNs do.
-  auto no_client_data = [this](const Host* from, const Captured& c) {
-    return !(from == client && c.type() == PacketType::kData);
-  };
   // Expect: the first probe after resend_ticks (5), then one restart per probe, each waiting
   // twice as long as the last (10, 20, 40 ticks; 8x at most); no failure before the restarts
   // have gone on for timeout_ticks (100).
-  EXPECT_THAT(ProbeTicks(net, client, 100, no_client_data), ::testing::ElementsAre(5, 15, 35, 75));
+  EXPECT_THAT(ProbeTicksRequestsLost(net, client, 100), ::testing::ElementsAre(5, 15, 35, 75));
   EXPECT_TRUE(client->responses.empty());
-  net.Run(int64_t{400} * net.config().tick_usecs * 1000, no_client_data);
+  ProbeTicksRequestsLost(net, client, 400);
   // Then UNAVAILABLE at the next RPC_UNKNOWN (115 ticks), after 4 restarts (20 before back-off).
   ASSERT_EQ(client->responses.size(), 1u);
   EXPECT_EQ(client->responses[0].result.status().code(), absl::StatusCode::kUnavailable);
@@ -584,10 +588,7 @@ TEST_F(ShortTimeoutTest, Engine_RestartBackOffStaysUnderHalfTheTimeout) {
   ASSERT_TRUE(client->engine().SendRequest(server->address(), Bytes(100), 0).ok());
   // Expect: 5 ticks, then 10 (2x), then 10 again: 4x would be 20 > 30 / 2. The RPC fails at
   // the RPC_UNKNOWN that finds 4 restarts spread over 30 ticks, not by silence.
-  EXPECT_THAT(ProbeTicks(net, client, 200,
-                         [this](const Host* from, const Captured& c) {
-                           return !(from == client && c.type() == PacketType::kData);
-                         }),
+  EXPECT_THAT(ProbeTicksRequestsLost(net, client, 200),
               ::testing::ElementsAre(5, 15, 25, 35, 45));
   ASSERT_EQ(client->responses.size(), 1u);
   EXPECT_THAT(std::string(client->responses[0].result.status().message()),
@@ -600,10 +601,7 @@ TEST_F(LongTimeoutTest, Engine_RestartsAreBoundedByTimeNotCount) {
   ASSERT_TRUE(client->engine().SendRequest(server->address(), Bytes(100), 0).ok());
   // Expect: probes 40 ticks apart once at 8x, and the failure only when the restarts have gone
   // on for timeout_ticks (200): at the RPC_UNKNOWN of tick 235, after 7 restarts.
-  EXPECT_THAT(ProbeTicks(net, client, 300,
-                         [this](const Host* from, const Captured& c) {
-                           return !(from == client && c.type() == PacketType::kData);
-                         }),
+  EXPECT_THAT(ProbeTicksRequestsLost(net, client, 300),
               ::testing::ElementsAre(5, 15, 35, 75, 115, 155, 195, 235));
   ASSERT_EQ(client->responses.size(), 1u);
   EXPECT_THAT(std::string(client->responses[0].result.status().message()),
