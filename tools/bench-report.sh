@@ -659,7 +659,8 @@ caveats_section() {
   queued behind the overload drew an RPC_UNKNOWN and a fresh copy at every probe; since
   session 14 a client backs off its probes after each restart (proto/PROTOCOL.md, section
   10). W1 at 50%, homarpc alone, 10 s points, 3 A/B pairs (the tables here predate it):
-  9.3-10.3% of the link delivered -> 18.6-19.6%, failed calls 13.2-13.4 k -> 6.1-6.5 k.
+  9.3-10.3% of the link delivered -> 18.6-19.6%, failed calls 13.2-13.4 k -> 6.1-6.5 k; W2 at
+  80%, 2 pairs: 7.2-10.5% -> 26.9-28.8%, failed calls 22.9-24.7 k -> 7.1-10.8 k.
 - **CPU time per RPC includes the network.** Sending through the testbed's veth, bridge and
   shapers is kernel work charged to the sending process, for both systems, and so is waking
   the receiving thread (an inter-processor interrupt in this VM).
