@@ -12,9 +12,9 @@
 // before the destructor returns. The last reference may also be dropped inside one of the
 // channel's own completion callbacks (on its loop thread or its completion worker); the
 // channel is then destroyed (its other calls cancelled) on a thread of homarpc's own after
-// that callback returns, and a process that
-// exits meanwhile first waits for that, from an atexit handler (so a callback that calls
-// exit() while such a teardown is waiting for it deadlocks).
+// that callback returns, and a process that exits meanwhile first waits for that, from an
+// atexit handler (so a callback that calls exit() while such a teardown is waiting for it
+// deadlocks).
 //
 // Targets (resolved once, when the channel is created):
 //   host:port, [v6addr]:port          DNS or numeric, like gRPC's default scheme
@@ -161,10 +161,10 @@ class Channel final {
   // response larger than 256 KiB (kOffloadBytes) on the channel's completion worker, a thread
   // of its own started on first use, so that the loop does not parse megabytes while the
   // channel's other calls wait (a blocking call made there is allowed, but blocks the other
-  // large completions meanwhile). It runs inline instead, on the calling thread and before AsyncUnaryCall returns, when the
-  // call fails before anything is sent: the target did not resolve, metadata or request is
-  // invalid or over a limit, the deadline has passed, the context was cancelled or is in use
-  // by another call. So a caller must not hold, across AsyncUnaryCall, a lock that on_done
+  // large completions meanwhile). It runs inline instead, on the calling thread and before
+  // AsyncUnaryCall returns, when the call fails before anything is sent: the target did not
+  // resolve, metadata or request is invalid or over a limit, the deadline has passed, the
+  // context was cancelled or is in use by another call. So a caller must not hold, across AsyncUnaryCall, a lock that on_done
   // takes. That includes AsyncUnaryCall called from a completion callback on the channel's
   // own thread: on_done then runs nested inside that callback, and there also when the
   // transport fails the send at once (e.g. CANCELLED while the channel is being destroyed).

@@ -750,8 +750,8 @@ void Engine::Impl::HandleRpcUnknown(Rpc* rpc, const wire::Packet& p) {
   constexpr uint32_t kMinRestarts = 4;
   if (rpc->restarts >= kMinRestarts && rpc->restart_ticks >= config_.timeout_ticks) {
     FailClientRpc(rpc, absl::UnavailableError(absl::StrCat(
-                           "server ", rpc->peer->address.ToString(), " does not know the RPC after ",
-                           rpc->restarts, " restarts in ",
+                           "server ", rpc->peer->address.ToString(),
+                           " does not know the RPC after ", rpc->restarts, " restarts in ",
                            int64_t{rpc->restart_ticks} * config_.tick_usecs / 1000, " ms")));
     return;
   }

@@ -102,7 +102,8 @@ namespace {
 // resend_interval), both stretched `scale` times.
 bool ResendDue(const Config& c, uint32_t silent_ticks, uint32_t scale = 1) {
   const uint64_t first = uint64_t{c.resend_ticks} * scale;
-  return silent_ticks >= first && (silent_ticks - first) % (uint64_t{c.resend_interval} * scale) == 0;
+  const uint64_t every = uint64_t{c.resend_interval} * scale;
+  return silent_ticks >= first && (silent_ticks - first) % every == 0;
 }
 
 // How much longer a client whose request the server did not have waits before it asks again:

@@ -1130,14 +1130,15 @@ TEST(Channel_LargeResponse, BlockingCallInsideALargeResponsesCallbackWorks) {
 }
 
 // A channel round-robin over a silent socket and an echo server: StartSilent() sends a small
-// call to the silent one (never answered) and waits until it is there; the channel's next
-// call goes to the server. The silent call's state is declared before the channel, which
-// cancels the call (and runs its callback) when it goes.
+// call to the silent one (never answered) and waits until it is there; StartLarge() then
+// sends a large call, which goes to the server. Both calls' state is declared before the
+// channel, which cancels the silent call (and runs its callback) when it goes.
 struct SilentThenAnswered {
   RawSocket raw;
   FakeServer server{EchoAnswer};
-  ClientContext silent_context;
+  ClientContext silent_context, large_context;
   StringValue small = Text("x"), silent_response;
+  StringValue large = LargeText(), large_response;
   absl::Notification silent_done;
   Status silent_status;
   std::atomic<int> silent_runs{0};
@@ -1152,6 +1153,10 @@ struct SilentThenAnswered {
     });
     return raw.WaitForRequest().has_value();
   }
+  // `on` is the channel (the callback may already own the reference `channel` held).
+  void StartLarge(Channel* on, std::function<void(Status)> done) {
+    on->AsyncUnaryCall(kEcho, &large_context, &large, &large_response, std::move(done));
+  }
 };
 
 TEST(Channel_LargeResponse, LastReferenceDroppedInsideALargeResponsesCallback) {
@@ -1159,32 +1164,27 @@ TEST(Channel_LargeResponse, LastReferenceDroppedInsideALargeResponsesCallback) {
   // destruction joins: it must happen elsewhere, and still cancel the silent call.
   SilentThenAnswered t;
   ASSERT_TRUE(t.StartSilent());
-  ClientContext answered_context;
-  StringValue large = LargeText(), answered_response;
   absl::Notification answered;
-  Channel* raw_channel = t.channel.get();
-  raw_channel->AsyncUnaryCall(kEcho, &answered_context, &large, &answered_response,
-                              [&answered, keep = std::move(t.channel)](Status s) mutable {
-                                EXPECT_TRUE(s.ok()) << s.ToString();
-                                EXPECT_EQ(ThreadName(), "hrpc-worker");
-                                keep.reset();  // the last reference, on the worker
-                                answered.Notify();
-                              });
+  Channel* channel = t.channel.get();
+  t.StartLarge(channel, [&answered, keep = std::move(t.channel)](Status s) mutable {
+    EXPECT_TRUE(s.ok()) << s.ToString();
+    EXPECT_EQ(ThreadName(), "hrpc-worker");
+    keep.reset();  // the last reference, on the worker
+    answered.Notify();
+  });
   ASSERT_TRUE(answered.WaitForNotificationWithTimeout(kGenerous));
   ASSERT_TRUE(t.silent_done.WaitForNotificationWithTimeout(kGenerous));
   EXPECT_EQ(t.silent_status.error_code(), StatusCode::CANCELLED);
   EXPECT_EQ(t.silent_runs.load(), 1);
-  EXPECT_EQ(answered_response.value(), "echo:" + large.value());
+  EXPECT_EQ(t.large_response.value(), "echo:" + t.large.value());
 }
 
 TEST(Channel_LargeResponse, TryCancelFromALargeResponsesCallback) {
   // A sibling cancelled from the completion worker ends CANCELLED, once.
   SilentThenAnswered t;
   ASSERT_TRUE(t.StartSilent());
-  ClientContext answered_context;
-  StringValue large = LargeText(), answered_response;
   absl::Notification answered;
-  t.channel->AsyncUnaryCall(kEcho, &answered_context, &large, &answered_response, [&](Status s) {
+  t.StartLarge(t.channel.get(), [&](Status s) {
     EXPECT_TRUE(s.ok()) << s.ToString();
     EXPECT_EQ(ThreadName(), "hrpc-worker");
     t.silent_context.TryCancel();
