@@ -35,6 +35,7 @@
 #include "tools/bench/harness.h"
 #include "tools/bench/homarpc_systems.h"
 #include "tools/bench/load_scenarios.h"
+#include "tools/bench/machine_cpu.h"
 #include "tools/bench/parse.h"
 #include "tools/bench/report.h"
 #include "tools/bench/result.h"
@@ -114,6 +115,10 @@ ABSL_FLAG(std::string, calls_dir, "",
           "start, latency, sizes) into this folder, one file per point and system, for "
           "looking at a tail. Empty = none.");
 ABSL_FLAG(bool, list, false, "List scenarios and their systems, then exit.");
+ABSL_FLAG(std::string, cpu_probe_ms, "",
+          "Before the points (not the load scenarios): spin one thread per CPU this long and "
+          "report how often, and for how long, the machine took the CPU away (0..10000; 0 = "
+          "skip). Empty = 300.");
 
 namespace homarpc::bench {
 namespace {
@@ -121,6 +126,9 @@ namespace {
 // The defaults of --sizes and --concurrency for scenarios without their own.
 constexpr char kDefaultSizes[] = "64,1024,16384,65536,1048576,16777216";
 constexpr char kDefaultConcurrency[] = "1";
+// A gap in a thread spinning on the clock longer than this is the machine's (machine_cpu.h):
+// an uninterrupted spin step takes ~30 ns here.
+constexpr int64_t kInterruptionThresholdNanos = 2000;
 
 // A tc rate ("1gbit", "500mbit", "12.5mbps" = bytes per second) in Mbit/s.
 absl::StatusOr<int64_t> TcRateMbps(const std::string& rate) {
@@ -231,6 +239,7 @@ struct Options {
   bool json = false;
   std::FILE* json_out = nullptr;  // --json_out, opened by main(); not owned
   RunSettings settings;
+  int64_t cpu_probe_ms = 0;  // --cpu_probe_ms
 };
 
 absl::StatusOr<Options> ParseOptions(const Registry& registry) {
@@ -287,6 +296,11 @@ absl::StatusOr<Options> ParseOptions(const Registry& registry) {
   options.warmup = static_cast<uint64_t>(*warmup);
   if (absl::Status s = ParseSettings(&options.settings); !s.ok()) return s;
   options.json = absl::GetFlag(FLAGS_json);
+  const std::string probe_text = absl::GetFlag(FLAGS_cpu_probe_ms);
+  absl::StatusOr<int64_t> probe_ms = ParseBoundedInt(probe_text.empty() ? "300" : probe_text, 0,
+                                                     10000);
+  if (!probe_ms.ok()) return FlagError("cpu_probe_ms", probe_ms.status());
+  options.cpu_probe_ms = *probe_ms;
   return options;
 }
 
@@ -305,6 +319,11 @@ absl::StatusOr<double> ParseRate(absl::string_view flag, const std::string& text
 absl::StatusOr<LoadOptions> ParseLoadOptions(const std::string& scenario) {
   LoadOptions options;
   options.scenario = scenario;
+  if (!absl::GetFlag(FLAGS_cpu_probe_ms).empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--cpu_probe_ms: the load scenarios (unloaded, mixed, workload, cpu) do not take it, "
+        "not ", scenario));
+  }
   for (const std::string& name : SplitNames(absl::GetFlag(FLAGS_systems))) {
     if (name != kGrpcSystem && name != kHomarpcSystem) {
       return absl::InvalidArgumentError(absl::StrCat("--systems: unknown system '", name, "' for ",
@@ -447,7 +466,34 @@ absl::StatusOr<std::FILE*> OpenJsonOut() {
   return out;
 }
 
+// The extras every point of a run carries from the CPU probe (machine_cpu.h): the mean rate
+// and lost share over the CPUs, and the longest of their median gaps.
+std::vector<Extra> ProbeExtras(const std::vector<CpuInterruptions>& cpus) {
+  if (cpus.empty()) return {};
+  double rate = 0;
+  double lost = 0;
+  int64_t median = 0;
+  for (const CpuInterruptions& c : cpus) {
+    rate += c.per_second();
+    lost += c.lost_fraction();
+    median = std::max(median, c.median_nanos);
+  }
+  const double n = static_cast<double>(cpus.size());
+  return {Extra::Double("cpu_interruptions_per_s", rate / n),
+          Extra::Double("cpu_interruption_median_us", static_cast<double>(median) / 1e3),
+          Extra::Double("cpu_interrupted_pct", lost / n * 100)};
+}
+
 int Run(const Options& options, const RpcOptions& rpc_options) {
+  // Before any point, while nothing of ours runs: what the machine takes from a spinning
+  // thread is the floor under every tail measured after it (machine_cpu.h).
+  std::vector<CpuInterruptions> probe;
+  if (options.cpu_probe_ms > 0) {
+    probe = ProbeCpuInterruptions(options.cpu_probe_ms * 1000000, kInterruptionThresholdNanos);
+    std::fprintf(stderr, "homarpc-bench: CPU interruptions: %s\n",
+                 FormatInterruptions(probe).c_str());
+  }
+  const std::vector<Extra> probe_extras = ProbeExtras(probe);
   std::vector<Result> results;
   std::vector<PointNote> skipped;
   std::vector<PointNote> failed;
@@ -483,7 +529,10 @@ int Run(const Options& options, const RpcOptions& rpc_options) {
           failed.push_back({system->name(), size, concurrency, error});
           continue;
         }
-        const std::string line = ToJsonLine(*result);
+        // The probe's extras go to JSON only: the Markdown report says them once, above.
+        Result with_probe = *result;
+        with_probe.extras.insert(with_probe.extras.end(), probe_extras.begin(), probe_extras.end());
+        const std::string line = ToJsonLine(with_probe);
         if (options.json) {
           std::printf("%s\n", line.c_str());
           std::fflush(stdout);
@@ -498,9 +547,15 @@ int Run(const Options& options, const RpcOptions& rpc_options) {
     }
   }
   if (!options.json) {
+    std::string settings = SettingsLine(options, rpc_options);
+    if (options.cpu_probe_ms > 0) {
+      absl::StrAppend(&settings, " CPU interruptions (gaps over ",
+                      kInterruptionThresholdNanos / 1000, " us seen by a thread spinning on each CPU for ",
+                      options.cpu_probe_ms, " ms before the points): ", FormatInterruptions(probe),
+                      ".");
+    }
     std::string report = MarkdownReport(options.scenario->name, options.scenario->description,
-                                        SettingsLine(options, rpc_options), results, skipped,
-                                        failed);
+                                        settings, results, skipped, failed);
     if (IsRpcScenario(options.scenario->name)) {
       report += RatioTable(results, kHomarpcSystem, kGrpcSystem);
       // The raw-UDP floor against gRPC: how low any ratio could go on this machine today.
