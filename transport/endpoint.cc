@@ -296,7 +296,6 @@ IoStats Endpoint::io_stats() const {
       sum.datagrams_received += s.datagrams_received;
       sum.recv_batches += s.recv_batches;
       sum.recv_truncated += s.recv_truncated;
-      sum.recv_no_buffers += s.recv_no_buffers;
       sum.direct_sends += s.direct_sends;
       sum.direct_send_errors += s.direct_send_errors;
       sum.direct_send_wakes += l->direct_wakes();

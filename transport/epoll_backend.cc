@@ -6,19 +6,14 @@
 // DESIGN NOTES
 //
 // Receive. epoll watches the socket level-triggered; Poll() does not consult epoll at all but
-// calls recvmmsg(MSG_DONTWAIT) for at most kMaxPollRounds batches (one): the loop flushes the
-// packets a batch produced (GRANTs above all) before it takes the next batch, because a sender
-// waiting for a grant stalls while we keep reading (measured: 1 MiB one-way transfers took
-// ~1.6x longer on io_uring with 8 rounds than with 1). MSG_TRUNC is passed so that
-// msg_len is the datagram's real length: a datagram larger than its slot is then recognised
-// and counted instead of being delivered cut short. GRO batches are split by
-// DeliverReceived(). The batch is kRecvSlots (32) slots whatever IoOptions::recv_buffer_count
-// says: every call fills the same slots from the first, so there is no rotation through cold
-// memory to bound (the reason io_uring's ring is small); past 32 the per-call saving is
-// negligible and the memory (slots x 64 KiB) is not. (With 16 slots the UDP chaos test on
-// epoll once failed 4 of ~100 runs under load: smaller batches made a client read a delayed
-// RPC_UNKNOWN after its response had begun. That was a protocol gap, closed by RESEND rounds,
-// PROTOCOL.md section 10; with it closed, 16 slots passed 80 of 80 runs.)
+// reads with RecvBatch (one recvmmsg(MSG_DONTWAIT) into IoOptions::recv_buffer_count slots)
+// for at most kMaxPollRounds batches (one): the loop flushes the packets a batch produced
+// (GRANTs above all) before it takes the next batch, because a sender waiting for a grant
+// stalls while we keep reading (measured: 1 MiB one-way transfers took ~1.6x longer on
+// io_uring with 8 rounds than with 1). (With 16 slots the UDP chaos test on epoll once failed
+// 4 of ~100 runs under load: smaller batches made a client read a delayed RPC_UNKNOWN after
+// its response had begun. That was a protocol gap, closed by RESEND rounds, PROTOCOL.md
+// section 10; with it closed, 16 slots passed 80 of 80 runs.)
 //
 // Send. Flush() builds one SendPlan and hands it to sendmmsg. sendmmsg stops at the first
 // message that fails and reports how many went; calling it again from that message yields the
@@ -60,12 +55,11 @@ namespace homarpc::transport {
 namespace {
 
 using io_internal::OwnerThread;
+using io_internal::RecvBatch;
 using io_internal::SendPlan;
 using io_internal::SendRetryBudget;
 
-constexpr uint32_t kRecvSlots = 32;
 constexpr int kMaxPollRounds = 1;  // see DESIGN NOTES: flush between batches
-constexpr size_t kRecvControlSpace = 64;  // one UDP_GRO message needs CMSG_SPACE(4) = 24
 
 class EpollBackend final : public IoBackend {
  public:
@@ -94,10 +88,6 @@ class EpollBackend final : public IoBackend {
   }
 
  private:
-  struct alignas(cmsghdr) Control {
-    unsigned char bytes[kRecvControlSpace];
-  };
-
   // Sends plan_ messages [begin, end), attributing each failure to its message.
   void SendRange(size_t begin, size_t end, SendRetryBudget* budget);
 
@@ -105,7 +95,6 @@ class EpollBackend final : public IoBackend {
   const int epoll_fd_;
   const int event_fd_;
   const Address local_;
-  const uint32_t slot_size_;
   bool gso_enabled_;
   bool gso_verified_ = false;  // a GSO send has succeeded: later EINVALs are not about GSO
   bool have_pwait2_ = true;
@@ -116,11 +105,7 @@ class EpollBackend final : public IoBackend {
   std::vector<OutPacket> queue_;
   SendPlan plan_;
 
-  std::unique_ptr<uint8_t[]> slot_memory_;
-  std::vector<mmsghdr> recv_msgs_;
-  std::vector<iovec> recv_iovs_;
-  std::vector<sockaddr_in6> recv_names_;
-  std::vector<Control> recv_controls_;
+  RecvBatch recv_;
 };
 
 EpollBackend::EpollBackend(const IoOptions& options, int fd, int epoll_fd, int event_fd,
@@ -129,21 +114,8 @@ EpollBackend::EpollBackend(const IoOptions& options, int fd, int epoll_fd, int e
       epoll_fd_(epoll_fd),
       event_fd_(event_fd),
       local_(local),
-      slot_size_(options.recv_buffer_size),
-      gso_enabled_(options.enable_gso) {
-  const uint32_t slots = kRecvSlots;
-  slot_memory_.reset(new uint8_t[static_cast<size_t>(slots) * slot_size_]);
-  recv_msgs_.resize(slots);
-  recv_iovs_.resize(slots);
-  recv_names_.resize(slots);
-  recv_controls_.resize(slots);
-  for (uint32_t i = 0; i < slots; ++i) {
-    recv_iovs_[i] = iovec{slot_memory_.get() + static_cast<size_t>(i) * slot_size_, slot_size_};
-    std::memset(&recv_msgs_[i], 0, sizeof(mmsghdr));
-    recv_msgs_[i].msg_hdr.msg_iov = &recv_iovs_[i];
-    recv_msgs_[i].msg_hdr.msg_iovlen = 1;
-  }
-}
+      gso_enabled_(options.enable_gso),
+      recv_(options.recv_buffer_count, options.recv_buffer_size) {}
 
 EpollBackend::~EpollBackend() {
   close(event_fd_);
@@ -209,39 +181,11 @@ void EpollBackend::SendRange(size_t begin, size_t end, SendRetryBudget* budget) 
 int EpollBackend::Poll(RecvFn fn) {
   owner_.Claim();
   assert(owner_.IsOwner());
-  const unsigned slots = static_cast<unsigned>(recv_msgs_.size());
   int delivered = 0;
   for (int round = 0; round < kMaxPollRounds; ++round) {
-    for (unsigned i = 0; i < slots; ++i) {
-      msghdr& h = recv_msgs_[i].msg_hdr;
-      h.msg_name = &recv_names_[i];
-      h.msg_namelen = sizeof(sockaddr_in6);
-      h.msg_control = recv_controls_[i].bytes;
-      h.msg_controllen = kRecvControlSpace;
-      h.msg_flags = 0;
-    }
-    const int n = recvmmsg(fd_, recv_msgs_.data(), slots, MSG_DONTWAIT | MSG_TRUNC, nullptr);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      break;  // EAGAIN: drained. Nothing else is expected without IP_RECVERR.
-    }
-    for (int i = 0; i < n; ++i) {
-      msghdr& h = recv_msgs_[i].msg_hdr;
-      int gro_segment = 0;
-      for (cmsghdr* c = CMSG_FIRSTHDR(&h); c != nullptr; c = CMSG_NXTHDR(&h, c)) {
-        if (c->cmsg_level == IPPROTO_UDP && c->cmsg_type == UDP_GRO) {
-          std::memcpy(&gro_segment, CMSG_DATA(c), sizeof(gro_segment));
-        }
-      }
-      const Address from =
-          Address::FromSockaddr(static_cast<const sockaddr*>(h.msg_name), h.msg_namelen);
-      const size_t full_length = recv_msgs_[i].msg_len;
-      const size_t copied = std::min<size_t>(full_length, slot_size_);
-      delivered +=
-          io_internal::DeliverReceived(from, static_cast<const uint8_t*>(recv_iovs_[i].iov_base),
-                                       copied, full_length, gro_segment, fn, &stats_);
-    }
-    if (static_cast<unsigned>(n) < slots) break;
+    bool full = false;
+    delivered += recv_.Receive(fd_, fn, &stats_, &full);
+    if (!full) break;
   }
   return delivered;
 }

@@ -2,7 +2,7 @@
 // io_uring and as a second implementation to test the contract against.
 //
 // epoll watches the UDP socket and an eventfd (Notify). Poll() drains the socket with
-// recvmmsg into 32 buffers of recv_buffer_size bytes per call;
+// recvmmsg into recv_buffer_count buffers of recv_buffer_size bytes per call;
 // Flush() hands the whole batch to sendmmsg, one message per GSO run or datagram. The class
 // itself is private to epoll_backend.cc.
 //

@@ -183,9 +183,10 @@ absl::Status ValidateOptions(const IoOptions& options) {
   if (!options.bind_address.is_set()) {
     return absl::InvalidArgumentError("IoOptions.bind_address is unset");
   }
-  if (options.recv_buffer_count == 0 || options.recv_buffer_count > 32768) {
+  if (options.recv_buffer_count == 0 || options.recv_buffer_count > 1024) {
+    // 1024: UIO_MAXIOV, the most messages one recvmmsg takes.
     return absl::InvalidArgumentError(absl::StrCat(
-        "IoOptions.recv_buffer_count must be 1..32768, not ", options.recv_buffer_count));
+        "IoOptions.recv_buffer_count must be 1..1024, not ", options.recv_buffer_count));
   }
   if (options.recv_buffer_size < 64 || options.recv_buffer_size > (1u << 20)) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -419,6 +420,57 @@ int DeliverReceived(const Address& from, const uint8_t* data, size_t copied, siz
     ++delivered;
   }
   stats->datagrams_received += delivered;
+  return delivered;
+}
+
+RecvBatch::RecvBatch(uint32_t slots, uint32_t slot_size)
+    : slot_size_(slot_size),
+      memory_(new uint8_t[static_cast<size_t>(slots) * slot_size]),
+      msgs_(slots),
+      iovs_(slots),
+      names_(slots),
+      controls_(slots) {
+  for (uint32_t i = 0; i < slots; ++i) {
+    iovs_[i] = iovec{memory_.get() + static_cast<size_t>(i) * slot_size_, slot_size_};
+    std::memset(&msgs_[i], 0, sizeof(mmsghdr));
+    msgs_[i].msg_hdr.msg_iov = &iovs_[i];
+    msgs_[i].msg_hdr.msg_iovlen = 1;
+  }
+}
+
+int RecvBatch::Receive(int fd, IoBackend::RecvFn fn, IoStats* stats, bool* full) {
+  *full = false;
+  const unsigned slots = static_cast<unsigned>(msgs_.size());
+  for (unsigned i = 0; i < slots; ++i) {
+    msghdr& h = msgs_[i].msg_hdr;
+    h.msg_name = &names_[i];
+    h.msg_namelen = sizeof(sockaddr_in6);
+    h.msg_control = controls_[i].bytes;
+    h.msg_controllen = kControlSpace;
+    h.msg_flags = 0;
+  }
+  int n;
+  do {
+    n = recvmmsg(fd, msgs_.data(), slots, MSG_DONTWAIT | MSG_TRUNC, nullptr);
+  } while (n < 0 && errno == EINTR);
+  if (n <= 0) return 0;  // EAGAIN: drained. Nothing else is expected without IP_RECVERR.
+  int delivered = 0;
+  for (int i = 0; i < n; ++i) {
+    msghdr& h = msgs_[i].msg_hdr;
+    int gro_segment = 0;
+    for (cmsghdr* c = CMSG_FIRSTHDR(&h); c != nullptr; c = CMSG_NXTHDR(&h, c)) {
+      if (c->cmsg_level == IPPROTO_UDP && c->cmsg_type == UDP_GRO) {
+        std::memcpy(&gro_segment, CMSG_DATA(c), sizeof(gro_segment));
+      }
+    }
+    const Address from =
+        Address::FromSockaddr(static_cast<const sockaddr*>(h.msg_name), h.msg_namelen);
+    const size_t full_length = msgs_[i].msg_len;
+    const size_t copied = std::min<size_t>(full_length, slot_size_);
+    delivered += DeliverReceived(from, static_cast<const uint8_t*>(iovs_[i].iov_base), copied,
+                                 full_length, gro_segment, fn, stats);
+  }
+  *full = static_cast<unsigned>(n) == slots;
   return delivered;
 }
 

@@ -50,14 +50,12 @@ struct IoOptions {
   bool enable_gro = true;  // UDP_GRO on receive
   // Kernel socket buffers (SO_RCVBUF/SO_SNDBUF, forced when running as root).
   int socket_buffer_bytes = 8 << 20;
-  // Receive buffers: count (io_uring's provided buffers; the epoll backend always uses 32
-  // recvmmsg slots, see epoll_backend.cc) and size of each (both backends). With GRO one
-  // buffer holds many datagrams; 64 KiB fits the largest GRO batch. The ring
-  // hands its buffers out in rotation, so the count sets how much memory the kernel's copies
-  // cycle through: 16 (1 MiB, one core's L2 here) rather than 256 (16 MiB) made a 1 MiB
-  // unary call ~10% faster (docs/rpc-benchmarks.md, session 13). A burst that finds the ring
-  // empty waits in the socket buffer (recv_no_buffers) until the loop hands buffers back.
-  uint32_t recv_buffer_count = 16;
+  // Receive buffers: how many datagrams (or GRO batches) one receive call may take, and the
+  // size of each buffer. With GRO one buffer holds many datagrams; 64 KiB fits the largest GRO
+  // batch. Both backends read with recvmmsg into these slots, filled from the first at every
+  // call (io_backend_internal.h, RecvBatch); past 32 the per-call saving is negligible and the
+  // memory (slots x 64 KiB, touched only as bursts need it) is not.
+  uint32_t recv_buffer_count = 32;
   uint32_t recv_buffer_size = 65536;
 };
 
@@ -66,9 +64,8 @@ struct IoStats {
   uint64_t send_calls = 0;       // system calls or SQEs used for sends (GSO batches count once)
   uint64_t send_errors = 0;      // datagrams the kernel refused (counted, not retried)
   uint64_t datagrams_received = 0;
-  uint64_t recv_batches = 0;     // GRO buffers / recv completions
+  uint64_t recv_batches = 0;     // receive buffers filled (a datagram, or a GRO batch)
   uint64_t recv_truncated = 0;   // datagrams dropped because they did not fit a buffer
-  uint64_t recv_no_buffers = 0;  // io_uring -ENOBUFS events (multishot re-armed)
   uint64_t direct_sends = 0;        // datagrams SendDirect handed to the kernel
   uint64_t direct_send_errors = 0;  // ... and the ones it refused
   uint64_t direct_send_wakes = 0;   // direct sends that woke their loop anyway (Endpoint only)

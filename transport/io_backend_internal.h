@@ -2,20 +2,23 @@
 //
 // Socket setup (OpenUdpSocket), the send planner that turns a Flush()'s queued OutPackets into
 // msghdrs with UDP GSO and priority control messages (SendPlan), the receive-side splitter
-// that turns one kernel buffer (possibly a UDP GRO batch) into datagrams (DeliverReceived), and
-// the loop-thread check (OwnerThread). Implemented in io_backend.cc. Nothing outside the two
+// that turns one kernel buffer (possibly a UDP GRO batch) into datagrams (DeliverReceived), the
+// receive call both backends' Poll() makes (RecvBatch), and the loop-thread check
+// (OwnerThread). Implemented in io_backend.cc. Nothing outside the two
 // backends and their tests should include this header.
 //
 // Threading: every type here belongs to one backend and is used on that backend's loop thread.
 #ifndef HOMARPC_TRANSPORT_IO_BACKEND_INTERNAL_H_
 #define HOMARPC_TRANSPORT_IO_BACKEND_INTERNAL_H_
 
+#include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -142,6 +145,35 @@ class SendPlan {
 // recv_batches. Returns the number delivered.
 int DeliverReceived(const Address& from, const uint8_t* data, size_t copied, size_t full_length,
                     int gro_segment, IoBackend::RecvFn fn, IoStats* stats);
+
+// RecvBatch: one recvmmsg(MSG_DONTWAIT | MSG_TRUNC) into `slots` buffers of `slot_size` bytes,
+// each buffer's datagrams handed on by DeliverReceived. MSG_TRUNC makes msg_len the datagram's
+// real length, so one larger than its slot is counted (recv_truncated), not delivered cut
+// short. Every call fills the slots from the first, so a call that reads one datagram touches
+// one buffer: the memory cycled through is what a burst needs, not all of it.
+class RecvBatch {
+ public:
+  RecvBatch(uint32_t slots, uint32_t slot_size);
+  RecvBatch(const RecvBatch&) = delete;
+  RecvBatch& operator=(const RecvBatch&) = delete;
+
+  // Reads what `fd` has, up to the slots (retrying on EINTR), and returns the datagrams
+  // delivered to `fn`. `*full` says whether every slot was used: more may be waiting.
+  int Receive(int fd, IoBackend::RecvFn fn, IoStats* stats, bool* full);
+
+ private:
+  static constexpr size_t kControlSpace = 64;  // one UDP_GRO message needs CMSG_SPACE(4) = 24
+  struct alignas(cmsghdr) Control {
+    unsigned char bytes[kControlSpace];
+  };
+
+  const uint32_t slot_size_;
+  std::unique_ptr<uint8_t[]> memory_;
+  std::vector<mmsghdr> msgs_;
+  std::vector<iovec> iovs_;
+  std::vector<sockaddr_in6> names_;
+  std::vector<Control> controls_;
+};
 
 // OwnerThread: remembers the loop thread of a backend. Claim() is called by the first
 // Poll/Flush/Wait; IsOwner() backs the debug assertions in the other methods.

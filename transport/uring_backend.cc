@@ -9,22 +9,30 @@
 // thread enters the kernel, on this thread: no IPIs and no task-work interruptions in the
 // middle of protocol work; busy-polled round trips were about 4x faster than with a default
 // ring on these machines. TASKRUN_FLAG makes the kernel raise IORING_SQ_TASKRUN when such
-// work is pending, so an idle Poll() reads one shared word instead of making a system call.
+// work is pending, so Poll() looks at the ring by reading one shared word, not by a system
+// call.
 // The ring is created IORING_SETUP_R_DISABLED and enabled by the first Poll/Flush/Wait:
 // SINGLE_ISSUER binds the ring to the thread that enables it, and the factory usually runs on
 // another thread than the loop. (liburing 2.3 declares io_uring_enable_rings() but does not
 // export it, hence the raw io_uring_register call.) A kernel that rejects these flags gets a
 // plain ring and one WARNING line.
 //
-// Receive. One multishot RECVMSG with IOSQE_BUFFER_SELECT over a provided-buffer ring that we
-// mmap ourselves (liburing 2.3 has no io_uring_setup_buf_ring). Each buffer is laid out by the
-// kernel as io_uring_recvmsg_out | name (kRecvNameSpace) | control (kRecvControlSpace) |
-// payload; the name space is 32 rather than sizeof(sockaddr_in6) = 28 so that the cmsghdrs
-// and the payload that follow are 8- and 16-byte aligned. A buffer goes back to the ring right
-// after its datagrams were handed to the callback. When the ring runs dry the kernel ends the
-// multishot with -ENOBUFS (counted as recv_no_buffers); the datagrams stay queued in the
-// socket, and the receive is re-armed once buffers are back. Any CQE without
-// IORING_CQE_F_MORE re-arms too.
+// Receive. Poll() reads the socket itself, with one recvmmsg (io_internal::RecvBatch, as the
+// epoll backend does); the ring watches the socket only while the loop sleeps: Wait() arms a
+// one-shot POLL_ADD(POLLIN) beside the eventfd read and waits for either. A poll that is still
+// armed when the loop wakes for another reason (a timer, a Notify) stays armed until a datagram
+// fires it; its completion only clears `poll_armed_`, and the datagram is read by the next
+// Poll(). Arming checks readiness at once, so a datagram that arrived after the loop's last
+// Poll() ends the Wait() immediately: no wake-up is lost.
+// Until session 15 the receive was one multishot RECVMSG over a ring of provided buffers,
+// armed all the time. A per-call timeline of a 64 B unary call on this project's VMs (a null
+// system call costs ~1.1 us here) showed what that cost a spinning loop: each datagram's
+// arrival queued task work from the sender's system call (+0.5 us on the peer's send), and
+// the loop then entered the kernel to run it (io_uring_get_events, 2.4 us, against ~1.2 us
+// for a recvmmsg that finds a datagram). Reading directly took the unary 64 B p50 from 17.4
+// to 14.4 us (5 interleaved runs each; docs/rpc-benchmarks.md, session 15), as fast as the
+// epoll backend, with 1 MiB calls and 32-in-flight throughput unchanged. The ring still
+// carries every send and every wait.
 //
 // Send. Flush() queues one SENDMSG per SendPlan message (GSO run or datagram) with
 // MSG_DONTWAIT, so a full socket buffer completes with -EAGAIN instead of parking the request
@@ -32,38 +40,37 @@
 // on an O_NONBLOCK socket); we then wait for POLLOUT within the SendRetryBudget and
 // resubmit. Flush() submits and waits until every send has completed: the kernel copies
 // payload bytes into skbs before completing a UDP send, so the caller may then reuse them,
-// and the msghdrs, iovecs and control messages in plan_ stay alive until then. Receive or
-// notify completions reaped while Flush() waits cannot be delivered there (there is no
-// callback), so they are parked in deferred_ and handled by the next Poll()/Wait().
+// and the msghdrs, iovecs and control messages in plan_ stay alive until then. A poll or
+// notify completion reaped while Flush() waits is noted (NoteEvent) as Poll() would.
+// (A plain sendmmsg instead of the SQEs was measured in session 15: no change in a 64 B
+// call's latency.)
 //
-// Notify. A plain READ of an eventfd, re-armed after each completion. The eventfd is created
-// blocking so that the READ waits on every kernel (6.18 arms a poll either way; older kernels
-// may complete reads of O_NONBLOCK files with -EAGAIN); Notify()'s write could block only at a
-// counter of 2^64 - 2. Its completion ends a Wait(); a completion reaped by Poll() sets
-// notify_pending_, so the next Wait() returns at once. That closes the race "Notify() lands
-// after the loop looked for work but before it waits": Poll() runs in between and must not
-// swallow the wakeup.
+// Notify. A plain READ of an eventfd, armed by Wait() and re-armed after each completion. The
+// eventfd is created blocking so that the READ waits on every kernel (6.18 arms a poll either
+// way; older kernels may complete reads of O_NONBLOCK files with -EAGAIN); Notify()'s write
+// could block only at a counter of 2^64 - 2. Its completion ends a Wait(); one reaped by
+// Poll() or Flush() sets notify_pending_, so the next Wait() returns at once. That closes the
+// race "Notify() lands after the loop looked for work but before it waits". A Notify() while
+// no READ is armed leaves the counter up, and the READ the next Wait() arms completes at once.
 //
-// Wait. Returns at once when a completion or notification is already waiting; otherwise
-// io_uring_submit_and_wait_timeout for one CQE (EXT_ARG timeout, no timeout SQE). The CQEs it
-// woke for are moved to deferred_ (notifications consumed), so that one Notify() ends one
-// Wait(), not two.
+// Wait. Returns at once when a notification is pending or a completion is ready; otherwise
+// arms what is not armed (the socket's poll, the eventfd read) and calls
+// io_uring_submit_and_wait_timeout for one CQE (EXT_ARG timeout, no timeout SQE). A
+// notification that ends a Wait() is consumed by it, so one Notify() ends one Wait(), not two.
 //
-// Teardown. io_uring_queue_exit() cancels the armed receive and read; the kernel keeps the
-// buffer ring's pages pinned until it has, so the buffers can be unmapped right after.
+// Teardown. io_uring_queue_exit() cancels the armed poll and read.
 #include "transport/uring_backend.h"
 
 #include <liburing.h>
 #include <netinet/in.h>
 #include <netinet/udp.h>
 #include <sys/eventfd.h>
-#include <sys/mman.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <bit>
 #include <cassert>
 #include <cerrno>
 #include <cstdlib>
@@ -80,23 +87,20 @@ namespace homarpc::transport {
 namespace {
 
 using io_internal::OwnerThread;
+using io_internal::RecvBatch;
 using io_internal::SendPlan;
 using io_internal::SendRetryBudget;
 
 // user_data: the top two bits say what completed; sends carry their SendPlan index below.
 constexpr uint64_t kTagShift = 62;
-constexpr uint64_t kTagRecv = 1ull << kTagShift;
+constexpr uint64_t kTagPoll = 1ull << kTagShift;
 constexpr uint64_t kTagNotify = 2ull << kTagShift;
 constexpr uint64_t kTagSend = 3ull << kTagShift;
 constexpr uint64_t kTagMask = 3ull << kTagShift;
 
 constexpr unsigned kSqEntries = 256;
-constexpr uint16_t kBufferGroup = 0;
-constexpr unsigned kRecvNameSpace = 32;     // >= sizeof(sockaddr_in6), keeps alignment
-constexpr unsigned kRecvControlSpace = 64;  // one UDP_GRO message needs CMSG_SPACE(4) = 24
-constexpr size_t kRecvHeadroom = sizeof(io_uring_recvmsg_out) + kRecvNameSpace + kRecvControlSpace;
-// One reap round per Poll(): the loop flushes what a batch produced (GRANTs above all) before
-// it reads the next batch; 8 rounds made 1 MiB one-way transfers ~1.6x slower.
+// One receive batch per Poll(): the loop flushes what a batch produced (GRANTs above all)
+// before it reads the next batch; 8 rounds made 1 MiB one-way transfers ~1.6x slower.
 constexpr int kMaxPollRounds = 1;
 constexpr size_t kReapBatch = 64;
 
@@ -107,16 +111,14 @@ struct Completion {
 };
 
 
-size_t RoundUp(size_t n, size_t to) { return (n + to - 1) / to * to; }
-
 class UringBackend final : public IoBackend {
  public:
   explicit UringBackend(const IoOptions& options);
   ~UringBackend() override;
 
-  // Sets up the ring, buffers and eventfd around the bound socket `fd`, which the backend
+  // Sets up the ring and the eventfd around the bound socket `fd`, which the backend
   // owns only once Init() has succeeded.
-  absl::Status Init(const IoOptions& options, int fd, Address local);
+  absl::Status Init(int fd, Address local);
 
   IoKind kind() const override { return IoKind::kUring; }
   Address local_address() const override { return local_; }
@@ -142,16 +144,17 @@ class UringBackend final : public IoBackend {
   }
   void Start();
   io_uring_sqe* GetSqe();
-  // Queues SQEs for the receive and the eventfd read if they are not armed.
-  void Rearm();
+  // Queues SQEs for the socket's poll and the eventfd read if they are not armed (Wait()).
+  void Arm();
   // Submits queued SQEs and runs deferred task work when the kernel says there is some.
   void EnterIfNeeded();
   // Copies up to `max` ready CQEs into `out` and consumes them.
   size_t Reap(Completion* out, size_t max);
-  // Handles a receive or notify completion; returns datagrams delivered.
-  int Dispatch(const Completion& c, RecvFn fn);
-  int HandleRecv(const Completion& c, RecvFn fn);
-  void RecycleBuffer(uint16_t bid);
+  // Enters the kernel if it has completions for us, and notes every ready one.
+  void ReapEvents();
+  // Notes a poll or notify completion outside Wait(): what is no longer armed, and a pending
+  // notification.
+  void NoteEvent(const Completion& c);
   void HandleSendResult(uint32_t index, int res);
 
   int fd_ = -1;
@@ -163,21 +166,11 @@ class UringBackend final : public IoBackend {
   bool gso_enabled_;
   bool gso_verified_ = false;  // a GSO send has succeeded: later EINVALs are not about GSO
 
-  // Provided buffers.
-  io_uring_buf_ring* buf_ring_ = nullptr;
-  size_t buf_ring_bytes_ = 0;
-  uint32_t buf_ring_entries_ = 0;
-  uint8_t* buffers_ = nullptr;
-  size_t buffers_bytes_ = 0;
-  size_t stride_ = 0;
-  msghdr recv_msg_{};  // the multishot receive's template: name and control sizes
-
+  RecvBatch recv_;
   uint64_t notify_value_ = 0;  // the eventfd read's target
-  bool recv_armed_ = false;
+  bool poll_armed_ = false;
   bool notify_armed_ = false;
   bool notify_pending_ = false;
-  std::vector<Completion> deferred_;
-  std::vector<Completion> dispatching_;  // Poll()'s batch of deferred_, kept for its capacity
 
   std::vector<OutPacket> queue_;
   SendPlan plan_;
@@ -190,25 +183,25 @@ class UringBackend final : public IoBackend {
   io_internal::DirectSendCounters direct_;  // SendDirect, any thread
 };
 
-UringBackend::UringBackend(const IoOptions& options) : gso_enabled_(options.enable_gso) {}
+UringBackend::UringBackend(const IoOptions& options)
+    : gso_enabled_(options.enable_gso),
+      recv_(options.recv_buffer_count, options.recv_buffer_size) {}
 
 UringBackend::~UringBackend() {
   if (ring_ready_) io_uring_queue_exit(&ring_);
-  if (buffers_ != nullptr) munmap(buffers_, buffers_bytes_);
-  if (buf_ring_ != nullptr) munmap(buf_ring_, buf_ring_bytes_);
   if (event_fd_ >= 0) close(event_fd_);
   if (fd_ >= 0) close(fd_);
 }
 
-absl::Status UringBackend::Init(const IoOptions& options, int fd, Address local) {
+absl::Status UringBackend::Init(int fd, Address local) {
   local_ = local;
 
-  // Completions outstanding at once: one per provided buffer, one per send in a submission
-  // batch, the eventfd read and an -ENOBUFS. Beyond that the kernel buffers overflow itself.
+  // Completions outstanding at once: one per send in a submission batch, the socket's poll and
+  // the eventfd read. Beyond that the kernel buffers overflow itself.
   io_uring_params params{};
   params.flags = IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN |
                  IORING_SETUP_TASKRUN_FLAG | IORING_SETUP_R_DISABLED | IORING_SETUP_CQSIZE;
-  params.cq_entries = std::bit_ceil(options.recv_buffer_count + 2 * kSqEntries);
+  params.cq_entries = 2 * kSqEntries;
   int r = io_uring_queue_init_params(kSqEntries, &ring_, &params);
   if (r == -EINVAL) {
     HOMARPC_LOG(WARNING) << "io_uring rejected SINGLE_ISSUER|DEFER_TASKRUN (kernel < 6.1?); "
@@ -226,46 +219,6 @@ absl::Status UringBackend::Init(const IoOptions& options, int fd, Address local)
   }
   ring_ready_ = true;
 
-  buf_ring_entries_ = std::bit_ceil(options.recv_buffer_count);
-  buf_ring_bytes_ = RoundUp(buf_ring_entries_ * sizeof(io_uring_buf), 4096);
-  void* ring_mem =
-      mmap(nullptr, buf_ring_bytes_, PROT_READ | PROT_WRITE, MAP_ANONYMOUS | MAP_PRIVATE, -1, 0);
-  if (ring_mem == MAP_FAILED) return ErrnoToStatus(errno, "mmap(buffer ring)");
-  buf_ring_ = static_cast<io_uring_buf_ring*>(ring_mem);
-  io_uring_buf_ring_init(buf_ring_);
-  io_uring_buf_reg reg{};
-  reg.ring_addr = reinterpret_cast<uint64_t>(buf_ring_);
-  reg.ring_entries = buf_ring_entries_;
-  reg.bgid = kBufferGroup;
-  r = io_uring_register_buf_ring(&ring_, &reg, 0);
-  if (r < 0) {
-    // Provided-buffer rings arrived in 5.19; without them there is no multishot receive.
-    return absl::FailedPreconditionError(ErrnoToStatus(-r, "io_uring_register_buf_ring").message());
-  }
-
-  stride_ = RoundUp(kRecvHeadroom + options.recv_buffer_size, 64);
-  buffers_bytes_ = stride_ * options.recv_buffer_count;
-  void* mem =
-      // MAP_POPULATE: the ring hands out buffers in rotation, so without it each of the first
-      // recv_buffer_count receives page-faults a fresh buffer (measured: the first few hundred
-      // round trips of a new endpoint took ~80 us instead of ~6 us).
-      mmap(nullptr, buffers_bytes_, PROT_READ | PROT_WRITE,
-           MAP_ANONYMOUS | MAP_PRIVATE | MAP_POPULATE, -1, 0);
-  if (mem == MAP_FAILED) {
-    buffers_ = nullptr;
-    return ErrnoToStatus(errno, "mmap(receive buffers)");
-  }
-  buffers_ = static_cast<uint8_t*>(mem);
-  const int mask = io_uring_buf_ring_mask(buf_ring_entries_);
-  for (uint32_t i = 0; i < options.recv_buffer_count; ++i) {
-    io_uring_buf_ring_add(buf_ring_, buffers_ + i * stride_, static_cast<unsigned>(stride_),
-                          static_cast<unsigned short>(i), mask, static_cast<int>(i));
-  }
-  io_uring_buf_ring_advance(buf_ring_, static_cast<int>(options.recv_buffer_count));
-
-  recv_msg_.msg_namelen = kRecvNameSpace;
-  recv_msg_.msg_controllen = kRecvControlSpace;
-
   event_fd_ = eventfd(0, EFD_CLOEXEC);  // blocking on purpose: see DESIGN NOTES
   if (event_fd_ < 0) return ErrnoToStatus(errno, "eventfd");
   fd_ = fd;
@@ -280,8 +233,6 @@ void UringBackend::Start() {
       HOMARPC_LOG(ERROR) << ErrnoToStatus(errno, "IORING_REGISTER_ENABLE_RINGS").message();
     }
   }
-  Rearm();
-  io_uring_submit(&ring_);
 }
 
 io_uring_sqe* UringBackend::GetSqe() {
@@ -293,15 +244,12 @@ io_uring_sqe* UringBackend::GetSqe() {
   return sqe;
 }
 
-void UringBackend::Rearm() {
-  if (!recv_armed_) {
+void UringBackend::Arm() {
+  if (!poll_armed_) {
     io_uring_sqe* sqe = GetSqe();
-    // MSG_TRUNC: payloadlen reports the datagram's real length, so an oversized one is seen.
-    io_uring_prep_recvmsg_multishot(sqe, fd_, &recv_msg_, MSG_TRUNC);
-    sqe->flags |= IOSQE_BUFFER_SELECT;
-    sqe->buf_group = kBufferGroup;
-    io_uring_sqe_set_data64(sqe, kTagRecv);
-    recv_armed_ = true;
+    io_uring_prep_poll_add(sqe, fd_, POLLIN);  // one-shot: gone once it fires
+    io_uring_sqe_set_data64(sqe, kTagPoll);
+    poll_armed_ = true;
   }
   if (!notify_armed_) {
     io_uring_sqe* sqe = GetSqe();
@@ -329,60 +277,27 @@ size_t UringBackend::Reap(Completion* out, size_t max) {
   return n;
 }
 
-int UringBackend::Dispatch(const Completion& c, RecvFn fn) {
+void UringBackend::ReapEvents() {
+  EnterIfNeeded();
+  Completion batch[kReapBatch];
+  size_t n;
+  while ((n = Reap(batch, kReapBatch)) > 0) {
+    for (size_t i = 0; i < n; ++i) NoteEvent(batch[i]);
+  }
+}
+
+void UringBackend::NoteEvent(const Completion& c) {
   switch (c.user_data & kTagMask) {
-    case kTagRecv:
-      return HandleRecv(c, fn);
+    case kTagPoll:
+      poll_armed_ = false;  // the datagram that fired it is read by Poll()
+      return;
     case kTagNotify:
       notify_armed_ = false;
       notify_pending_ = true;
-      return 0;
+      return;
     default:
-      return 0;  // sends complete inside Flush()
+      return;  // sends complete inside Flush()
   }
-}
-
-int UringBackend::HandleRecv(const Completion& c, RecvFn fn) {
-  if ((c.flags & IORING_CQE_F_MORE) == 0) recv_armed_ = false;
-  if (c.res < 0) {
-    if (c.res == -ENOBUFS) ++stats_.recv_no_buffers;
-    // Other errors (-EINTR, -ECANCELED) only end the multishot; it is re-armed.
-    return 0;
-  }
-  if ((c.flags & IORING_CQE_F_BUFFER) == 0) return 0;
-  const uint16_t bid = static_cast<uint16_t>(c.flags >> IORING_CQE_BUFFER_SHIFT);
-  uint8_t* buffer = buffers_ + bid * stride_;
-  int delivered = 0;
-  io_uring_recvmsg_out* out = io_uring_recvmsg_validate(buffer, c.res, &recv_msg_);
-  if (out != nullptr) {
-    int gro_segment = 0;
-    for (cmsghdr* cm = io_uring_recvmsg_cmsg_firsthdr(out, &recv_msg_); cm != nullptr;
-         cm = io_uring_recvmsg_cmsg_nexthdr(out, &recv_msg_, cm)) {
-      if (cm->cmsg_level == IPPROTO_UDP && cm->cmsg_type == UDP_GRO) {
-        std::memcpy(&gro_segment, CMSG_DATA(cm), sizeof(gro_segment));
-      }
-    }
-    const Address from =
-        Address::FromSockaddr(static_cast<const sockaddr*>(io_uring_recvmsg_name(out)),
-                              std::min<socklen_t>(out->namelen, kRecvNameSpace));
-    const uint8_t* payload = static_cast<const uint8_t*>(io_uring_recvmsg_payload(out, &recv_msg_));
-    const size_t copied = io_uring_recvmsg_payload_length(out, c.res, &recv_msg_);
-    // payloadlen is what the kernel had (the receive passes MSG_TRUNC); more than copied when
-    // the buffer was too small. Should a kernel report only the copied length, the MSG_TRUNC
-    // flag still marks the tail as missing.
-    size_t full_length = std::max<size_t>(out->payloadlen, copied);
-    if ((out->flags & MSG_TRUNC) != 0 && full_length <= copied) full_length = copied + 1;
-    delivered =
-        io_internal::DeliverReceived(from, payload, copied, full_length, gro_segment, fn, &stats_);
-  }
-  RecycleBuffer(bid);
-  return delivered;
-}
-
-void UringBackend::RecycleBuffer(uint16_t bid) {
-  io_uring_buf_ring_add(buf_ring_, buffers_ + bid * stride_, static_cast<unsigned>(stride_), bid,
-                        io_uring_buf_ring_mask(buf_ring_entries_), 0);
-  io_uring_buf_ring_advance(buf_ring_, 1);
 }
 
 void UringBackend::Send(const OutPacket& packet) {
@@ -427,7 +342,7 @@ void UringBackend::Flush() {
           --in_flight;
           HandleSendResult(static_cast<uint32_t>(c.user_data & ~kTagMask), c.res);
         } else {
-          deferred_.push_back(c);
+          NoteEvent(c);
         }
       }
     }
@@ -472,21 +387,14 @@ void UringBackend::HandleSendResult(uint32_t index, int res) {
 
 int UringBackend::Poll(RecvFn fn) {
   StartOnce();
+  // The ring holds only poll and notify completions: a look at shared memory unless the
+  // kernel has task work for us (a poll or read that fired).
+  ReapEvents();
   int delivered = 0;
-  if (!deferred_.empty()) {
-    // Swapped with a spare so neither vector loses its capacity: completions are parked on
-    // most busy wake-ups, and a fresh vector would allocate each time.
-    dispatching_.swap(deferred_);
-    for (const Completion& c : dispatching_) delivered += Dispatch(c, fn);
-    dispatching_.clear();
-  }
-  Completion batch[kReapBatch];
   for (int round = 0; round < kMaxPollRounds; ++round) {
-    Rearm();
-    EnterIfNeeded();
-    const size_t n = Reap(batch, kReapBatch);
-    if (n == 0) break;
-    for (size_t i = 0; i < n; ++i) delivered += Dispatch(batch[i], fn);
+    bool full = false;
+    delivered += recv_.Receive(fd_, fn, &stats_, &full);
+    if (!full) break;
   }
   return delivered;
 }
@@ -497,8 +405,12 @@ void UringBackend::Wait(int64_t timeout_nanos) {
     notify_pending_ = false;
     return;
   }
-  if (!deferred_.empty() || io_uring_cq_ready(&ring_) > 0) return;
-  Rearm();
+  if (io_uring_cq_ready(&ring_) > 0) {
+    ReapEvents();  // a poll or notify that fired after the last Poll(): there is work
+    notify_pending_ = false;
+    return;
+  }
+  Arm();
   if (timeout_nanos == 0) {
     EnterIfNeeded();
   } else {
@@ -520,18 +432,10 @@ void UringBackend::Wait(int64_t timeout_nanos) {
       }
     }
   }
-  // Park what woke us for Poll(); a notification has done its job by ending this Wait().
-  Completion batch[kReapBatch];
-  size_t n;
-  while ((n = Reap(batch, kReapBatch)) > 0) {
-    for (size_t i = 0; i < n; ++i) {
-      if ((batch[i].user_data & kTagMask) == kTagNotify) {
-        notify_armed_ = false;
-      } else {
-        deferred_.push_back(batch[i]);
-      }
-    }
-  }
+  // A notification has done its job by ending this Wait(); a fired poll means Poll() has
+  // datagrams to read.
+  ReapEvents();
+  notify_pending_ = false;
 }
 
 void UringBackend::Notify() { io_internal::SignalEventFd(event_fd_); }
@@ -541,7 +445,7 @@ void UringBackend::Notify() { io_internal::SignalEventFd(event_fd_); }
 absl::StatusOr<std::unique_ptr<IoBackend>> CreateUringBackend(const IoOptions& options, int fd,
                                                               const Address& local) {
   auto backend = std::make_unique<UringBackend>(options);
-  if (absl::Status s = backend->Init(options, fd, local); !s.ok()) return s;
+  if (absl::Status s = backend->Init(fd, local); !s.ok()) return s;
   return std::unique_ptr<IoBackend>(std::move(backend));
 }
 

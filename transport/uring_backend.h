@@ -2,10 +2,11 @@
 //
 // One ring per backend, set up IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN (and
 // created disabled, so the loop thread that first calls Poll/Flush/Wait becomes the single
-// issuer, not the thread that called the factory). Receives use one multishot recvmsg on a
-// ring of provided buffers (IoOptions::recv_buffer_count of recv_buffer_size payload bytes);
-// sends are one SENDMSG per GSO run or datagram, submitted together by Flush(). Notify()
-// writes an eventfd that the ring reads. The class itself is private to uring_backend.cc.
+// issuer, not the thread that called the factory). Poll() reads the socket with recvmmsg
+// (IoOptions::recv_buffer_count buffers of recv_buffer_size bytes); the ring carries the sends
+// (one SENDMSG per GSO run or datagram, submitted together by Flush()) and the waits (a
+// one-shot poll on the socket and a read of the eventfd Notify() writes, armed by Wait()).
+// The class itself is private to uring_backend.cc.
 //
 // Threading: as IoBackend (everything but Notify() on the owning loop thread).
 #ifndef HOMARPC_TRANSPORT_URING_BACKEND_H_
@@ -23,8 +24,7 @@ namespace homarpc::transport {
 // OpenUdpSocket), in an io_uring backend; `options.kind` and `bind_address` are not consulted.
 // On success the backend owns `fd`; on failure the caller still does, so that it can hand the
 // same socket to the epoll backend. Errors: FAILED_PRECONDITION when this kernel or sandbox
-// cannot set up the ring or its provided-buffer ring; RESOURCE_EXHAUSTED when the receive
-// buffers cannot be mapped. Most callers want CreateIoBackend().
+// cannot set up the ring. Most callers want CreateIoBackend().
 absl::StatusOr<std::unique_ptr<IoBackend>> CreateUringBackend(const IoOptions& options, int fd,
                                                               const Address& local);
 

@@ -212,7 +212,7 @@ class SocketEnv final : public ConformanceEnv {
   absl::Status AddClients(int n) override {
     EndpointOptions o = Options();
     o.inline_loop = true;         // driven by RunUntil on the test thread
-    o.io.recv_buffer_count = 16;  // keeps many clients' receive rings small
+    o.io.recv_buffer_count = 16;  // keeps many clients' receive buffers small
     for (int k = 0; k < n; ++k) {
       absl::StatusOr<std::unique_ptr<Endpoint>> c = Endpoint::Create(o);
       if (!c.ok()) return c.status();

@@ -77,8 +77,7 @@ std::string Describe(const Endpoint& ep) {
                   s.requests_delivered, "/", s.responses_delivered, ", live client/server RPCs ",
                   s.client_rpcs, "/", s.server_rpcs, ", rx bytes held ", s.rx_bytes_held,
                   "; datagrams sent/received ", io.datagrams_sent, "/", io.datagrams_received,
-                  ", send errors ", io.send_errors, ", truncated ", io.recv_truncated,
-                  ", no buffers ", io.recv_no_buffers);
+                  ", send errors ", io.send_errors, ", truncated ", io.recv_truncated);
   return out;
 }
 

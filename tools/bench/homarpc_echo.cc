@@ -65,8 +65,8 @@ void AddEngineExtras(const Endpoint& ep, absl::string_view side, std::vector<Ext
   extras->push_back(Extra::String(absl::StrCat(side, "_io"), transport::IoKindName(ep.io_kind())));
   const transport::IoStats io = ep.io_stats();
   extras->push_back(Extra::Int(absl::StrCat(side, "_send_errors"), static_cast<int64_t>(io.send_errors)));
-  extras->push_back(Extra::Int(absl::StrCat(side, "_recv_no_buffers"),
-                               static_cast<int64_t>(io.recv_no_buffers)));
+  extras->push_back(Extra::Int(absl::StrCat(side, "_recv_truncated"),
+                               static_cast<int64_t>(io.recv_truncated)));
   extras->push_back(Extra::Int(absl::StrCat(side, "_datagrams_per_send_call"),
                                static_cast<int64_t>(io.send_calls ? io.datagrams_sent / io.send_calls : 0)));
   extras->push_back(Extra::Int(absl::StrCat(side, "_datagrams_per_recv_batch"),

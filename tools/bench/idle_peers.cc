@@ -484,7 +484,7 @@ absl::Status HomarpcPeers::Serve(const Point& point, ServerEnv& env) const {
   add("server_duplicate_requests", stats.duplicate_requests_suppressed);
   add("server_rpcs_abandoned", stats.server_rpcs_abandoned);
   add("server_refused_messages", stats.refused_messages);
-  add("server_recv_no_buffers", io.recv_no_buffers);
+  add("server_recv_truncated", io.recv_truncated);
   add("server_send_errors", io.send_errors);
   env.AddExtra(Extra::String("server_io", io_kind));
   return absl::OkStatus();
