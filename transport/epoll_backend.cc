@@ -24,6 +24,13 @@
 // other error drops the message's datagrams into send_errors. send_calls counts messages
 // (one per GSO run or datagram, as the io_uring backend counts SQEs), not sendmmsg calls.
 //
+// The socket is in the epoll set only while the loop may sleep: Wait() adds it, and the first
+// Poll() that finds the socket empty after that removes it again. A socket in an epoll set
+// makes every datagram's delivery run epoll's callback inside the sender's system call
+// (+0.4-0.5 us per datagram on these VMs, docs/rpc-benchmarks.md, session 15), which a loop
+// that is awake and reading does not need. Adding it checks readiness, so a datagram that
+// came after the last Poll() still ends the Wait() at once.
+//
 // Wait/Notify. Notify() writes the eventfd; the eventfd stays readable (level-triggered) until
 // Wait() reads it, so a Notify() that lands between Poll() and Wait() still ends that Wait().
 // Only Wait() resets the eventfd; Poll() never touches it. Wait() takes milliseconds from
@@ -98,6 +105,8 @@ class EpollBackend final : public IoBackend {
   bool gso_enabled_;
   bool gso_verified_ = false;  // a GSO send has succeeded: later EINVALs are not about GSO
   bool have_pwait2_ = true;
+  bool socket_watched_ = false;  // fd_ is in the epoll set (see DESIGN NOTES)
+  bool add_failed_logged_ = false;
   OwnerThread owner_;
   IoStats stats_;
   io_internal::DirectSendCounters direct_;  // SendDirect, any thread
@@ -187,6 +196,10 @@ int EpollBackend::Poll(RecvFn fn) {
     delivered += recv_.Receive(fd_, fn, &stats_, &full);
     if (!full) break;
   }
+  if (socket_watched_ && delivered == 0) {
+    // Awake and the socket is empty: stop paying epoll's callback on every datagram.
+    if (epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, fd_, nullptr) == 0) socket_watched_ = false;
+  }
   return delivered;
 }
 
@@ -198,6 +211,21 @@ void EpollBackend::Wait(int64_t timeout_nanos) {
     return static_cast<int>(
         std::min<int64_t>((nanos + kNanosPerMilli - 1) / kNanosPerMilli, INT_MAX));
   };
+  if (!socket_watched_) {
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.fd = fd_;
+    if (epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd_, &ev) != 0) {
+      // Only ENOMEM/ENOSPC can get here: return without sleeping, the loop polls again.
+      if (!add_failed_logged_) {
+        add_failed_logged_ = true;
+        HOMARPC_LOG(ERROR) << ErrnoToStatus(errno, "epoll_ctl(EPOLL_CTL_ADD)").message()
+                           << "; the loop polls instead of sleeping";
+      }
+      return;
+    }
+    socket_watched_ = true;
+  }
   MonotonicClock clock;
   const int64_t deadline = timeout_nanos < 0 ? -1 : clock.NowNanos() + timeout_nanos;
   int64_t left = timeout_nanos;
@@ -248,16 +276,15 @@ absl::StatusOr<std::unique_ptr<IoBackend>> CreateEpollBackend(const IoOptions& o
     close(epoll_fd);
     return ErrnoToStatus(err, "eventfd");
   }
-  for (int watched : {fd, event_fd}) {
-    epoll_event ev{};
-    ev.events = EPOLLIN;
-    ev.data.fd = watched;
-    if (epoll_ctl(epoll_fd, EPOLL_CTL_ADD, watched, &ev) != 0) {
-      const int err = errno;
-      close(event_fd);
-      close(epoll_fd);
-      return ErrnoToStatus(err, "epoll_ctl(EPOLL_CTL_ADD)");
-    }
+  // The eventfd is watched for good; the socket only while the loop may sleep (Wait()).
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.fd = event_fd;
+  if (epoll_ctl(epoll_fd, EPOLL_CTL_ADD, event_fd, &ev) != 0) {
+    const int err = errno;
+    close(event_fd);
+    close(epoll_fd);
+    return ErrnoToStatus(err, "epoll_ctl(EPOLL_CTL_ADD)");
   }
   return std::unique_ptr<IoBackend>(new EpollBackend(options, fd, epoll_fd, event_fd, local));
 }

@@ -29,10 +29,10 @@
 // system call costs ~1.1 us here) showed what that cost a spinning loop: each datagram's
 // arrival queued task work from the sender's system call (+0.5 us on the peer's send), and
 // the loop then entered the kernel to run it (io_uring_get_events, 2.4 us, against ~1.2 us
-// for a recvmmsg that finds a datagram). Reading directly took the unary 64 B p50 from 17.4
-// to 14.4 us (5 interleaved runs each; docs/rpc-benchmarks.md, session 15), as fast as the
-// epoll backend, with 1 MiB calls and 32-in-flight throughput unchanged. The ring still
-// carries every send and every wait.
+// for a recvmmsg that finds a datagram). Reading directly took a traced unary 64 B call from
+// 17.6-19.1 us to 15.0-15.2 us, and interleaved untraced runs from 17.4 to 14.4 us in a fast
+// minute (docs/rpc-benchmarks.md, session 15), as fast as the epoll backend, with 1 MiB
+// calls and 32-in-flight throughput unchanged. The ring still carries every send and wait.
 //
 // Send. Flush() queues one SENDMSG per SendPlan message (GSO run or datagram) with
 // MSG_DONTWAIT, so a full socket buffer completes with -EAGAIN instead of parking the request

@@ -378,6 +378,60 @@ TEST_P(IoBackendTest, NotifyBeforeWaitIsNotLostByAnInterveningPoll) {
   EXPECT_LT(clock.NowNanos() - start, kGuardNanos / 2) << "the Notify() was lost";
 }
 
+// Both backends stop watching the socket while the loop is awake (uring: the one-shot poll has
+// fired; epoll: the first empty Poll() takes it out of the set) and watch it again in Wait().
+// A datagram that lands in between must still end that Wait() at once.
+TEST_P(IoBackendTest, DatagramThatArrivedAfterTheLastPollEndsTheNextWait) {
+  auto a = Make();
+  auto b = Make();
+  ASSERT_TRUE(a && b);
+  size_t seen = 0;
+  const auto count = [&seen](const Address&, absl::Span<const uint8_t>) { ++seen; };
+  MonotonicClock clock;
+  for (uint32_t seq = 0; seq < 3; ++seq) {
+    SCOPED_TRACE(seq);
+    b->Poll(count);                // awake, socket empty: no longer watched
+    b->Wait(kNanosPerMilli);       // watched again for a moment, then awake
+    EXPECT_EQ(b->Poll(count), 0);  // empty again
+    Burst burst;
+    burst.Add(b->local_address(), 0, seq, 50);
+    burst.SendAll(*a);
+    a->Flush();  // on loopback the datagram is in b's socket when Flush() returns
+    const int64_t start = clock.NowNanos();
+    b->Wait(kGuardNanos);
+    EXPECT_LT(clock.NowNanos() - start, kGuardNanos / 2) << "the datagram did not end Wait()";
+    EXPECT_EQ(b->Poll(count), 1);
+  }
+  EXPECT_EQ(seen, 3u);
+}
+
+TEST_P(IoBackendTest, DatagramWakesABlockedWait) {
+  auto a = Make();
+  auto b = Make();
+  ASSERT_TRUE(a && b);
+  std::promise<void> waiting;
+  std::promise<void> woke;
+  std::future<void> woke_future = woke.get_future();
+  int received = 0;
+  std::thread loop([&] {
+    b->Poll([](const Address&, absl::Span<const uint8_t>) {});  // this thread owns b now
+    waiting.set_value();
+    b->Wait(-1);
+    woke.set_value();
+    received = b->Poll([](const Address&, absl::Span<const uint8_t>) {});
+  });
+  waiting.get_future().wait();
+  Burst burst;
+  burst.Add(b->local_address(), 0, 7, 20);
+  burst.SendAll(*a);
+  a->Flush();
+  const bool returned = woke_future.wait_for(std::chrono::seconds(10)) == std::future_status::ready;
+  EXPECT_TRUE(returned) << "Wait(-1) did not return when a datagram arrived";
+  if (!returned) b->Notify();  // let the loop end so that the test can report
+  loop.join();
+  if (returned) EXPECT_EQ(received, 1);
+}
+
 TEST_P(IoBackendTest, WaitWithNothingPendingLastsAboutTheTimeout) {
   auto b = Make();
   ASSERT_TRUE(b);
