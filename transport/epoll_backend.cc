@@ -15,14 +15,7 @@
 // its response had begun. That was a protocol gap, closed by RESEND rounds, PROTOCOL.md
 // section 10; with it closed, 16 slots passed 80 of 80 runs.)
 //
-// Send. Flush() builds one SendPlan and hands it to sendmmsg. sendmmsg stops at the first
-// message that fails and reports how many went; calling it again from that message yields the
-// error itself, which is how each failure is attributed to its message. EAGAIN waits for
-// POLLOUT within the Flush's SendRetryBudget, then retries; EIO/EINVAL on a GSO message before
-// any GSO send has succeeded means this kernel or device refuses UDP_SEGMENT: GSO is switched
-// off for good (one WARNING line) and that message is re-sent one datagram per packet. Every
-// other error drops the message's datagrams into send_errors. send_calls counts messages
-// (one per GSO run or datagram, as the io_uring backend counts SQEs), not sendmmsg calls.
+// Send. Flush() hands the queued packets to io_internal::Sender (sendmmsg, GSO, retries).
 //
 // The socket is in the epoll set only while the loop may sleep: Wait() adds it, and the first
 // Poll() that finds the socket empty after that removes it again. A socket in an epoll set
@@ -63,8 +56,7 @@ namespace {
 
 using io_internal::OwnerThread;
 using io_internal::RecvBatch;
-using io_internal::SendPlan;
-using io_internal::SendRetryBudget;
+using io_internal::Sender;
 
 constexpr int kMaxPollRounds = 1;  // see DESIGN NOTES: flush between batches
 
@@ -95,15 +87,10 @@ class EpollBackend final : public IoBackend {
   }
 
  private:
-  // Sends plan_ messages [begin, end), attributing each failure to its message.
-  void SendRange(size_t begin, size_t end, SendRetryBudget* budget);
-
   const int fd_;
   const int epoll_fd_;
   const int event_fd_;
   const Address local_;
-  bool gso_enabled_;
-  bool gso_verified_ = false;  // a GSO send has succeeded: later EINVALs are not about GSO
   bool have_pwait2_ = true;
   bool socket_watched_ = false;  // fd_ is in the epoll set (see DESIGN NOTES)
   bool add_failed_logged_ = false;
@@ -112,7 +99,7 @@ class EpollBackend final : public IoBackend {
   io_internal::DirectSendCounters direct_;  // SendDirect, any thread
 
   std::vector<OutPacket> queue_;
-  SendPlan plan_;
+  Sender sender_;
 
   RecvBatch recv_;
 };
@@ -123,7 +110,7 @@ EpollBackend::EpollBackend(const IoOptions& options, int fd, int epoll_fd, int e
       epoll_fd_(epoll_fd),
       event_fd_(event_fd),
       local_(local),
-      gso_enabled_(options.enable_gso),
+      sender_(local.family(), options.enable_gso),
       recv_(options.recv_buffer_count, options.recv_buffer_size) {}
 
 EpollBackend::~EpollBackend() {
@@ -144,47 +131,7 @@ void EpollBackend::Send(const OutPacket& packet) {
 void EpollBackend::Flush() {
   owner_.Claim();
   assert(owner_.IsOwner());
-  if (queue_.empty()) return;
-  plan_.Build(queue_, local_.family(), gso_enabled_);
-  SendRetryBudget budget;
-  SendRange(0, plan_.size(), &budget);
-  plan_.Clear();
-  queue_.clear();
-}
-
-void EpollBackend::SendRange(size_t begin, size_t end, SendRetryBudget* budget) {
-  size_t i = begin;
-  while (i < end) {
-    const int sent = sendmmsg(fd_, plan_.msgs() + i, static_cast<unsigned>(end - i), MSG_DONTWAIT);
-    if (sent > 0) {
-      for (size_t k = i; k < i + static_cast<size_t>(sent); ++k) {
-        stats_.datagrams_sent += plan_.info(k).count;
-        if (plan_.info(k).gso_size != 0) gso_verified_ = true;
-      }
-      stats_.send_calls += sent;
-      i += sent;
-      continue;
-    }
-    const int err = sent < 0 ? errno : EIO;
-    if (err == EINTR) continue;
-    const SendPlan::Info info = plan_.info(i);
-    if (err == EAGAIN || err == EWOULDBLOCK) {
-      if (budget->WaitWritable(fd_)) continue;
-    } else if ((err == EIO || err == EINVAL) && info.gso_size != 0 && !gso_verified_) {
-      HOMARPC_LOG(WARNING) << "UDP GSO refused ("
-                           << ErrnoToStatus(err, "sendmsg(UDP_SEGMENT)").message()
-                           << "); sending one datagram per packet from now on";
-      gso_enabled_ = false;
-      ++stats_.send_calls;
-      const auto [single_begin, single_end] = plan_.SplitIntoSingles(i);
-      SendRange(single_begin, single_end, budget);
-      ++i;
-      continue;
-    }
-    ++stats_.send_calls;
-    stats_.send_errors += info.count;
-    ++i;
-  }
+  sender_.Flush(fd_, &queue_, &stats_);
 }
 
 int EpollBackend::Poll(RecvFn fn) {

@@ -423,6 +423,51 @@ int DeliverReceived(const Address& from, const uint8_t* data, size_t copied, siz
   return delivered;
 }
 
+void Sender::Flush(int fd, std::vector<OutPacket>* queue, IoStats* stats) {
+  if (queue->empty()) return;
+  plan_.Build(*queue, family_, gso_enabled_);
+  SendRetryBudget budget;
+  SendRange(fd, 0, plan_.size(), &budget, stats);
+  plan_.Clear();
+  queue->clear();
+}
+
+void Sender::SendRange(int fd, size_t begin, size_t end, SendRetryBudget* budget,
+                       IoStats* stats) {
+  size_t i = begin;
+  while (i < end) {
+    const int sent = sendmmsg(fd, plan_.msgs() + i, static_cast<unsigned>(end - i), MSG_DONTWAIT);
+    if (sent > 0) {
+      for (size_t k = i; k < i + static_cast<size_t>(sent); ++k) {
+        stats->datagrams_sent += plan_.info(k).count;
+        if (plan_.info(k).gso_size != 0) gso_verified_ = true;
+      }
+      stats->send_calls += sent;
+      i += sent;
+      continue;
+    }
+    const int err = sent < 0 ? errno : EIO;
+    if (err == EINTR) continue;
+    const SendPlan::Info info = plan_.info(i);
+    if (err == EAGAIN || err == EWOULDBLOCK) {
+      if (budget->WaitWritable(fd)) continue;
+    } else if ((err == EIO || err == EINVAL) && info.gso_size != 0 && !gso_verified_) {
+      HOMARPC_LOG(WARNING) << "UDP GSO refused ("
+                           << ErrnoToStatus(err, "sendmsg(UDP_SEGMENT)").message()
+                           << "); sending one datagram per packet from now on";
+      gso_enabled_ = false;
+      ++stats->send_calls;
+      const auto [single_begin, single_end] = plan_.SplitIntoSingles(i);
+      SendRange(fd, single_begin, single_end, budget, stats);
+      ++i;
+      continue;
+    }
+    ++stats->send_calls;
+    stats->send_errors += info.count;
+    ++i;
+  }
+}
+
 RecvBatch::RecvBatch(uint32_t slots, uint32_t slot_size)
     : slot_size_(slot_size),
       memory_(new uint8_t[static_cast<size_t>(slots) * slot_size]),

@@ -61,7 +61,7 @@ struct IoOptions {
 
 struct IoStats {
   uint64_t datagrams_sent = 0;
-  uint64_t send_calls = 0;       // system calls or SQEs used for sends (GSO batches count once)
+  uint64_t send_calls = 0;       // messages handed to sendmmsg (a GSO batch counts once)
   uint64_t send_errors = 0;      // datagrams the kernel refused (counted, not retried)
   uint64_t datagrams_received = 0;
   uint64_t recv_batches = 0;     // receive buffers filled (a datagram, or a GRO batch)

@@ -136,6 +136,33 @@ class SendPlan {
   std::vector<iovec> iovs_;
 };
 
+// Sender: sends a Flush()'s queued packets with sendmmsg, both backends' send path. One
+// SendPlan per Flush(); sendmmsg stops at the first message that fails and reports how many
+// went, and calling it again from that message yields the error itself, which is how each
+// failure is attributed to its message. EAGAIN waits for POLLOUT within the Flush's
+// SendRetryBudget, then retries; EIO/EINVAL on a GSO message before any GSO send has
+// succeeded means this kernel or device refuses UDP_SEGMENT: GSO is switched off for good (one
+// WARNING line) and that message is re-sent one datagram per packet. Every other error drops
+// the message's datagrams into send_errors. send_calls counts messages (one per GSO run or
+// datagram), not sendmmsg calls.
+class Sender {
+ public:
+  Sender(int socket_family, bool enable_gso) : family_(socket_family), gso_enabled_(enable_gso) {}
+
+  // Sends every packet of `queue` on `fd` and empties it; the packets' bytes may be reused
+  // when it returns (the kernel has copied them).
+  void Flush(int fd, std::vector<OutPacket>* queue, IoStats* stats);
+
+ private:
+  // Sends plan_ messages [begin, end).
+  void SendRange(int fd, size_t begin, size_t end, SendRetryBudget* budget, IoStats* stats);
+
+  const int family_;
+  bool gso_enabled_;
+  bool gso_verified_ = false;  // a GSO send has succeeded: later EINVALs are not about GSO
+  SendPlan plan_;
+};
+
 // Splits one received buffer into datagrams and hands each to `fn`.
 //
 // `data` holds the `copied` bytes the kernel wrote; `full_length` is what the kernel had (more

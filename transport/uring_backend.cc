@@ -32,24 +32,21 @@
 // for a recvmmsg that finds a datagram). Reading directly took a traced unary 64 B call from
 // 17.6-19.1 us to 15.0-15.2 us, and interleaved untraced runs from 17.4 to 14.4 us in a fast
 // minute (docs/rpc-benchmarks.md, session 15), as fast as the epoll backend, with 1 MiB
-// calls and 32-in-flight throughput unchanged. The ring still carries every send and wait.
+// calls and 32-in-flight throughput unchanged.
 //
-// Send. Flush() queues one SENDMSG per SendPlan message (GSO run or datagram) with
-// MSG_DONTWAIT, so a full socket buffer completes with -EAGAIN instead of parking the request
-// on an unbounded internal poll (checked on 6.18: without the flag the SQE stays pending even
-// on an O_NONBLOCK socket); we then wait for POLLOUT within the SendRetryBudget and
-// resubmit. Flush() submits and waits until every send has completed: the kernel copies
-// payload bytes into skbs before completing a UDP send, so the caller may then reuse them,
-// and the msghdrs, iovecs and control messages in plan_ stay alive until then. A poll or
-// notify completion reaped while Flush() waits is noted (NoteEvent) as Poll() would.
-// (A plain sendmmsg instead of the SQEs was measured in session 15: no change in a 64 B
-// call's latency.)
+// Send. Flush() hands the queued packets to io_internal::Sender: sendmmsg, as the epoll
+// backend does. Until session 15 each GSO run or datagram was a SENDMSG SQE and Flush()
+// waited for their completions; with the receive direct, that cost 0.6-1.3 us per small call
+// more than sendmmsg (unary 64 B p50 19.0 -> 17.7 us, 6 of 6 interleaved pairs lower; 1 MiB,
+// 16 MiB and 32-in-flight throughput equal or a little better), so the ring now carries only
+// the waits. What it still gives: the sleep (poll, notify read and timeout in one
+// io_uring_enter).
 //
 // Notify. A plain READ of an eventfd, armed by Wait() and re-armed after each completion. The
 // eventfd is created blocking so that the READ waits on every kernel (6.18 arms a poll either
 // way; older kernels may complete reads of O_NONBLOCK files with -EAGAIN); Notify()'s write
 // could block only at a counter of 2^64 - 2. Its completion ends a Wait(); one reaped by
-// Poll() or Flush() sets notify_pending_, so the next Wait() returns at once. That closes the
+// Poll() sets notify_pending_, so the next Wait() returns at once. That closes the
 // race "Notify() lands after the loop looked for work but before it waits". A Notify() while
 // no READ is armed leaves the counter up, and the READ the next Wait() arms completes at once.
 //
@@ -64,8 +61,8 @@
 #include <liburing.h>
 #include <netinet/in.h>
 #include <netinet/udp.h>
-#include <sys/eventfd.h>
 #include <poll.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -88,17 +85,13 @@ namespace {
 
 using io_internal::OwnerThread;
 using io_internal::RecvBatch;
-using io_internal::SendPlan;
-using io_internal::SendRetryBudget;
+using io_internal::Sender;
 
-// user_data: the top two bits say what completed; sends carry their SendPlan index below.
-constexpr uint64_t kTagShift = 62;
-constexpr uint64_t kTagPoll = 1ull << kTagShift;
-constexpr uint64_t kTagNotify = 2ull << kTagShift;
-constexpr uint64_t kTagSend = 3ull << kTagShift;
-constexpr uint64_t kTagMask = 3ull << kTagShift;
+// user_data: what completed.
+constexpr uint64_t kTagPoll = 1;
+constexpr uint64_t kTagNotify = 2;
 
-constexpr unsigned kSqEntries = 256;
+constexpr unsigned kSqEntries = 8;  // at most the socket's poll and the eventfd read
 // One receive batch per Poll(): the loop flushes what a batch produced (GRANTs above all)
 // before it reads the next batch; 8 rounds made 1 MiB one-way transfers ~1.6x slower.
 constexpr int kMaxPollRounds = 1;
@@ -113,12 +106,12 @@ struct Completion {
 
 class UringBackend final : public IoBackend {
  public:
-  explicit UringBackend(const IoOptions& options);
+  UringBackend(const IoOptions& options, Address local);
   ~UringBackend() override;
 
   // Sets up the ring and the eventfd around the bound socket `fd`, which the backend
   // owns only once Init() has succeeded.
-  absl::Status Init(int fd, Address local);
+  absl::Status Init(int fd);
 
   IoKind kind() const override { return IoKind::kUring; }
   Address local_address() const override { return local_; }
@@ -155,7 +148,6 @@ class UringBackend final : public IoBackend {
   // Notes a poll or notify completion outside Wait(): what is no longer armed, and a pending
   // notification.
   void NoteEvent(const Completion& c);
-  void HandleSendResult(uint32_t index, int res);
 
   int fd_ = -1;
   int event_fd_ = -1;
@@ -163,8 +155,6 @@ class UringBackend final : public IoBackend {
   io_uring ring_{};
   bool ring_ready_ = false;
   bool needs_enable_ = false;
-  bool gso_enabled_;
-  bool gso_verified_ = false;  // a GSO send has succeeded: later EINVALs are not about GSO
 
   RecvBatch recv_;
   uint64_t notify_value_ = 0;  // the eventfd read's target
@@ -173,19 +163,17 @@ class UringBackend final : public IoBackend {
   bool notify_pending_ = false;
 
   std::vector<OutPacket> queue_;
-  SendPlan plan_;
-  std::vector<uint32_t> to_submit_;
-  std::vector<uint32_t> resubmit_;  // GSO messages split into datagrams: send at once
-  std::vector<uint32_t> again_;     // -EAGAIN: send after POLLOUT, within the budget
+  Sender sender_;
 
   OwnerThread owner_;
   IoStats stats_;
   io_internal::DirectSendCounters direct_;  // SendDirect, any thread
 };
 
-UringBackend::UringBackend(const IoOptions& options)
-    : gso_enabled_(options.enable_gso),
-      recv_(options.recv_buffer_count, options.recv_buffer_size) {}
+UringBackend::UringBackend(const IoOptions& options, Address local)
+    : local_(local),
+      recv_(options.recv_buffer_count, options.recv_buffer_size),
+      sender_(local.family(), options.enable_gso) {}
 
 UringBackend::~UringBackend() {
   if (ring_ready_) io_uring_queue_exit(&ring_);
@@ -193,11 +181,8 @@ UringBackend::~UringBackend() {
   if (fd_ >= 0) close(fd_);
 }
 
-absl::Status UringBackend::Init(int fd, Address local) {
-  local_ = local;
-
-  // Completions outstanding at once: one per send in a submission batch, the socket's poll and
-  // the eventfd read. Beyond that the kernel buffers overflow itself.
+absl::Status UringBackend::Init(int fd) {
+  // Completions outstanding at once: the socket's poll and the eventfd read.
   io_uring_params params{};
   params.flags = IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN |
                  IORING_SETUP_TASKRUN_FLAG | IORING_SETUP_R_DISABLED | IORING_SETUP_CQSIZE;
@@ -287,7 +272,7 @@ void UringBackend::ReapEvents() {
 }
 
 void UringBackend::NoteEvent(const Completion& c) {
-  switch (c.user_data & kTagMask) {
+  switch (c.user_data) {
     case kTagPoll:
       poll_armed_ = false;  // the datagram that fired it is read by Poll()
       return;
@@ -296,7 +281,7 @@ void UringBackend::NoteEvent(const Completion& c) {
       notify_pending_ = true;
       return;
     default:
-      return;  // sends complete inside Flush()
+      return;
   }
 }
 
@@ -311,78 +296,7 @@ void UringBackend::Send(const OutPacket& packet) {
 
 void UringBackend::Flush() {
   StartOnce();
-  if (queue_.empty()) return;
-  plan_.Build(queue_, local_.family(), gso_enabled_);
-  to_submit_.clear();
-  for (size_t i = 0; i < plan_.size(); ++i) to_submit_.push_back(static_cast<uint32_t>(i));
-  SendRetryBudget budget;
-  Completion batch[kReapBatch];
-  while (!to_submit_.empty()) {
-    size_t in_flight = 0;
-    for (uint32_t index : to_submit_) {
-      io_uring_sqe* sqe = GetSqe();
-      io_uring_prep_sendmsg(sqe, fd_, plan_.msg(index), MSG_DONTWAIT);
-      io_uring_sqe_set_data64(sqe, kTagSend | index);
-      ++in_flight;
-      ++stats_.send_calls;
-    }
-    resubmit_.clear();
-    again_.clear();
-    while (in_flight > 0) {
-      const int r = io_uring_submit_and_wait(&ring_, 1);
-      if (r == -EEXIST) {
-        // SINGLE_ISSUER: this is not the owning thread. Waiting would never end.
-        HOMARPC_LOG(ERROR) << "UringBackend::Flush called off its loop thread";
-        std::abort();
-      }
-      const size_t n = Reap(batch, kReapBatch);
-      for (size_t i = 0; i < n; ++i) {
-        const Completion& c = batch[i];
-        if ((c.user_data & kTagMask) == kTagSend) {
-          --in_flight;
-          HandleSendResult(static_cast<uint32_t>(c.user_data & ~kTagMask), c.res);
-        } else {
-          NoteEvent(c);
-        }
-      }
-    }
-    if (!again_.empty()) {
-      if (budget.WaitWritable(fd_)) {
-        resubmit_.insert(resubmit_.end(), again_.begin(), again_.end());
-      } else {
-        for (uint32_t index : again_) stats_.send_errors += plan_.info(index).count;
-      }
-    }
-    to_submit_.swap(resubmit_);
-  }
-  plan_.Clear();
-  queue_.clear();
-}
-
-void UringBackend::HandleSendResult(uint32_t index, int res) {
-  const SendPlan::Info info = plan_.info(index);
-  if (res >= 0) {
-    stats_.datagrams_sent += info.count;
-    if (info.gso_size != 0) gso_verified_ = true;
-    return;
-  }
-  if (res == -EAGAIN) {
-    again_.push_back(index);
-    return;
-  }
-  if ((res == -EIO || res == -EINVAL) && info.gso_size != 0 && !gso_verified_) {
-    if (gso_enabled_) {
-      HOMARPC_LOG(WARNING) << "UDP GSO refused ("
-                           << ErrnoToStatus(-res, "sendmsg(UDP_SEGMENT)").message()
-                           << "); sending one datagram per packet from now on";
-      gso_enabled_ = false;
-    }
-    // Safe while other sends are in flight: SplitIntoSingles never moves existing messages.
-    const auto [begin, end] = plan_.SplitIntoSingles(index);
-    for (size_t i = begin; i < end; ++i) resubmit_.push_back(static_cast<uint32_t>(i));
-    return;
-  }
-  stats_.send_errors += info.count;
+  sender_.Flush(fd_, &queue_, &stats_);
 }
 
 int UringBackend::Poll(RecvFn fn) {
@@ -444,8 +358,8 @@ void UringBackend::Notify() { io_internal::SignalEventFd(event_fd_); }
 
 absl::StatusOr<std::unique_ptr<IoBackend>> CreateUringBackend(const IoOptions& options, int fd,
                                                               const Address& local) {
-  auto backend = std::make_unique<UringBackend>(options);
-  if (absl::Status s = backend->Init(fd, local); !s.ok()) return s;
+  auto backend = std::make_unique<UringBackend>(options, local);
+  if (absl::Status s = backend->Init(fd); !s.ok()) return s;
   return std::unique_ptr<IoBackend>(std::move(backend));
 }
 

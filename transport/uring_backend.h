@@ -2,11 +2,13 @@
 //
 // One ring per backend, set up IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN (and
 // created disabled, so the loop thread that first calls Poll/Flush/Wait becomes the single
-// issuer, not the thread that called the factory). Poll() reads the socket with recvmmsg
-// (IoOptions::recv_buffer_count buffers of recv_buffer_size bytes); the ring carries the sends
-// (one SENDMSG per GSO run or datagram, submitted together by Flush()) and the waits (a
-// one-shot poll on the socket and a read of the eventfd Notify() writes, armed by Wait()).
-// The class itself is private to uring_backend.cc.
+// issuer, not the thread that called the factory). The ring carries the loop's sleep: Wait()
+// arms a one-shot poll on the socket and a read of the eventfd Notify() writes, and waits for
+// either, or the timeout, in one io_uring_enter. Datagrams move as in the epoll backend:
+// Poll() reads with recvmmsg (IoOptions::recv_buffer_count buffers of recv_buffer_size bytes)
+// and Flush() sends with sendmmsg, which measured faster on this project's VMs than a
+// multishot receive and SENDMSG SQEs (uring_backend.cc, DESIGN NOTES). The class itself is
+// private to uring_backend.cc.
 //
 // Threading: as IoBackend (everything but Notify() on the owning loop thread).
 #ifndef HOMARPC_TRANSPORT_URING_BACKEND_H_
