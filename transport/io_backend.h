@@ -1,10 +1,12 @@
 // IoBackend: moves whole UDP datagrams between one socket and an engine's loop.
 //
-// Two implementations: UringBackend (liburing; multishot recvmsg on a provided-buffer ring,
-// batched sends, UDP GSO/GRO, SINGLE_ISSUER|DEFER_TASKRUN) and EpollBackend (epoll +
-// recvmmsg/sendmmsg, with the same GSO/GRO use). CreateIoBackend() picks io_uring and falls
-// back to epoll (logging one line) when io_uring cannot be set up; HOMARPC_IO_BACKEND=epoll or
-// =uring in the environment, or IoOptions::kind, override the choice.
+// Two implementations, both moving datagrams with recvmmsg/sendmmsg, UDP GSO and GRO, and
+// differing in how their loop sleeps: UringBackend (liburing, SINGLE_ISSUER|DEFER_TASKRUN: a
+// one-shot poll on the socket, the notify read and the timeout in one io_uring_enter) and
+// EpollBackend (epoll; the socket joins the set only for the sleep). CreateIoBackend() picks
+// io_uring and falls back to epoll (logging one line) when io_uring cannot be set up;
+// HOMARPC_IO_BACKEND=epoll or =uring in the environment, or IoOptions::kind, override the
+// choice.
 //
 // Threading: a backend belongs to one loop thread. Every method except Notify() and
 // SendDirect() must be called from that thread (the first thread to call Poll/Flush/Wait
