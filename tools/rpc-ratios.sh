@@ -200,5 +200,6 @@ if ((${#absolute[@]} > 0)); then
   printf '%s\n' "${absolute[@]}"
 fi
 echo
-echo "All four targets met in $met of $total runs; the raw UDP floor met both 64 B targets in $floor_met of $total."
+echo "All four targets met in $met of $total runs;" \
+  "the raw UDP floor met both 64 B targets in $floor_met of $total."
 exit "$failed"

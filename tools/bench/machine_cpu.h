@@ -1,8 +1,8 @@
 // machine_cpu: what the machine itself does to a benchmark's CPUs.
 //
-// Steal, from /proc/stat, while a benchmark point measured: the share of time this virtual machine's CPUs were ready to run but
-// did not, because the host ran other guests or its own work (on a VM whose idle CPUs halt,
-// also the wait for a halted CPU to be resumed). It can move tails more than anything in the
+// Steal, from /proc/stat, while a benchmark point measured: the share of time this virtual
+// machine's CPUs were ready to run but did not, because the host ran other guests or its own
+// work (on a VM whose idle CPUs halt, also the wait for a halted CPU to be resumed). It can move tails more than anything in the
 // systems measured (tools/bench/README.md has measurements), so the harnesses record it beside
 // every point (harness.h: the extra steal_pct; load.h: LoadReport::steal_fraction).
 //

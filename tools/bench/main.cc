@@ -550,9 +550,9 @@ int Run(const Options& options, const RpcOptions& rpc_options) {
     std::string settings = SettingsLine(options, rpc_options);
     if (options.cpu_probe_ms > 0) {
       absl::StrAppend(&settings, " CPU interruptions (gaps over ",
-                      kInterruptionThresholdNanos / 1000, " us seen by a thread spinning on each CPU for ",
-                      options.cpu_probe_ms, " ms before the points): ", FormatInterruptions(probe),
-                      ".");
+                      kInterruptionThresholdNanos / 1000,
+                      " us seen by a thread spinning on each CPU for ", options.cpu_probe_ms,
+                      " ms before the points): ", FormatInterruptions(probe), ".");
     }
     std::string report = MarkdownReport(options.scenario->name, options.scenario->description,
                                         settings, results, skipped, failed);
