@@ -90,13 +90,14 @@ fi
 systems=--systems=grpc,homarpc
 unary_args=(--scenario=unary "$systems,udp-floor" --sizes=64,1M --iterations=20000
   --duration_ms=3000 --warmup=200)
+# The CPU probe runs with the unary command only (its numbers are printed from there).
 throughput_args=(--scenario=throughput "$systems" --concurrency=32 --iterations=100000
-  --duration_ms=3000 --warmup=1000)
+  --duration_ms=3000 --warmup=1000 --cpu_probe_ms=0)
 if ((quick)); then
   unary_args=(--scenario=unary "$systems,udp-floor" --sizes=64,1M --iterations=200
     --duration_ms=300 --warmup=10 --cpu_probe_ms=20)
   throughput_args=(--scenario=throughput "$systems" --concurrency=32 --iterations=500
-    --duration_ms=300 --warmup=10)
+    --duration_ms=300 --warmup=10 --cpu_probe_ms=0)
 fi
 
 tmp="$(mktemp -d)"

@@ -163,15 +163,17 @@ void EpollBackend::Wait(int64_t timeout_nanos) {
     ev.events = EPOLLIN;
     ev.data.fd = fd_;
     if (epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd_, &ev) != 0) {
-      // Only ENOMEM/ENOSPC can get here: return without sleeping, the loop polls again.
+      // Only ENOMEM/ENOSPC can get here: wait on the eventfd alone, at most 1 ms, so that
+      // the loop polls the socket every millisecond instead of spinning or missing it.
       if (!add_failed_logged_) {
         add_failed_logged_ = true;
         HOMARPC_LOG(ERROR) << ErrnoToStatus(errno, "epoll_ctl(EPOLL_CTL_ADD)").message()
-                           << "; the loop polls instead of sleeping";
+                           << "; the loop polls every millisecond while this lasts";
       }
-      return;
+      if (timeout_nanos < 0 || timeout_nanos > kNanosPerMilli) timeout_nanos = kNanosPerMilli;
+    } else {
+      socket_watched_ = true;
     }
-    socket_watched_ = true;
   }
   MonotonicClock clock;
   const int64_t deadline = timeout_nanos < 0 ? -1 : clock.NowNanos() + timeout_nanos;

@@ -1,6 +1,6 @@
 // io_backend: CreateIoBackend() (the choice between io_uring and epoll) and the pieces both
-// backends share (io_backend_internal.h): socket setup, the GSO send planner and the GRO
-// receive splitter. Everything here runs on the thread that calls it; nothing is shared.
+// backends share (io_backend_internal.h): socket setup, the GSO send planner and sender
+// (SendPlan, Sender), the receive call (RecvBatch) and its GRO splitter. Everything here runs on the thread that calls it; nothing is shared.
 //
 // DESIGN NOTES
 //
@@ -33,7 +33,7 @@
 // round trip later. The backends wait for POLLOUT, bounded by kSendRetryBudgetMillis per
 // Flush(), then retry; what still does not fit is dropped and counted. IP_RECVERR is not set:
 // an unconnected UDP socket without it ignores ICMP errors, so ECONNREFUSED never shows up on
-// sends or ends a multishot receive, and there is no error queue to drain. Homa notices dead
+// sends or receives, and there is no error queue to drain. Homa notices dead
 // peers by silence anyway.
 //
 // The backend choice. HOMARPC_IO_BACKEND (uring|epoll) overrides IoOptions::kind so that a
