@@ -5,12 +5,9 @@
 //
 // DESIGN NOTES
 //
-// Receive. epoll watches the socket level-triggered; Poll() does not consult epoll at all but
-// reads with RecvBatch (one recvmmsg(MSG_DONTWAIT) into IoOptions::recv_buffer_count slots)
-// for at most kMaxPollRounds batches (one): the loop flushes the packets a batch produced
-// (GRANTs above all) before it takes the next batch, because a sender waiting for a grant
-// stalls while we keep reading (measured: 1 MiB one-way transfers took ~1.6x longer on
-// io_uring with 8 rounds than with 1). (With 16 slots the UDP chaos test on epoll once failed
+// Receive. Poll() does not consult epoll at all but makes one RecvBatch call (one
+// recvmmsg(MSG_DONTWAIT) into IoOptions::recv_buffer_count slots; io_backend_internal.h says
+// why only one). (With 16 slots the UDP chaos test on epoll once failed
 // 4 of ~100 runs under load: smaller batches made a client read a delayed RPC_UNKNOWN after
 // its response had begun. That was a protocol gap, closed by RESEND rounds, PROTOCOL.md
 // section 10; with it closed, 16 slots passed 80 of 80 runs.)
@@ -57,8 +54,6 @@ namespace {
 using io_internal::OwnerThread;
 using io_internal::RecvBatch;
 using io_internal::Sender;
-
-constexpr int kMaxPollRounds = 1;  // see DESIGN NOTES: flush between batches
 
 class EpollBackend final : public IoBackend {
  public:
@@ -137,12 +132,7 @@ void EpollBackend::Flush() {
 int EpollBackend::Poll(RecvFn fn) {
   owner_.Claim();
   assert(owner_.IsOwner());
-  int delivered = 0;
-  for (int round = 0; round < kMaxPollRounds; ++round) {
-    bool full = false;
-    delivered += recv_.Receive(fd_, fn, &stats_, &full);
-    if (!full) break;
-  }
+  const int delivered = recv_.Receive(fd_, fn, &stats_);
   if (socket_watched_ && delivered == 0) {
     // Awake and the socket is empty: stop paying epoll's callback on every datagram.
     if (epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, fd_, nullptr) == 0) socket_watched_ = false;

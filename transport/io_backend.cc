@@ -1,6 +1,7 @@
 // io_backend: CreateIoBackend() (the choice between io_uring and epoll) and the pieces both
 // backends share (io_backend_internal.h): socket setup, the GSO send planner and sender
-// (SendPlan, Sender), the receive call (RecvBatch) and its GRO splitter. Everything here runs on the thread that calls it; nothing is shared.
+// (SendPlan, Sender), the receive call (RecvBatch) and its GRO splitter. Everything here runs
+// on the thread that calls it; nothing is shared.
 //
 // DESIGN NOTES
 //
@@ -483,8 +484,7 @@ RecvBatch::RecvBatch(uint32_t slots, uint32_t slot_size)
   }
 }
 
-int RecvBatch::Receive(int fd, IoBackend::RecvFn fn, IoStats* stats, bool* full) {
-  *full = false;
+int RecvBatch::Receive(int fd, IoBackend::RecvFn fn, IoStats* stats) {
   const unsigned slots = static_cast<unsigned>(msgs_.size());
   for (unsigned i = 0; i < slots; ++i) {
     msghdr& h = msgs_[i].msg_hdr;
@@ -515,7 +515,6 @@ int RecvBatch::Receive(int fd, IoBackend::RecvFn fn, IoStats* stats, bool* full)
     delivered += DeliverReceived(from, static_cast<const uint8_t*>(iovs_[i].iov_base), copied,
                                  full_length, gro_segment, fn, stats);
   }
-  *full = static_cast<unsigned>(n) == slots;
   return delivered;
 }
 

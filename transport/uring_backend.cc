@@ -9,8 +9,7 @@
 // thread enters the kernel, on this thread: no IPIs and no task-work interruptions in the
 // middle of protocol work; busy-polled round trips were about 4x faster than with a default
 // ring on these machines. TASKRUN_FLAG makes the kernel raise IORING_SQ_TASKRUN when such
-// work is pending, so Poll() looks at the ring by reading one shared word, not by a system
-// call.
+// work is pending, so Wait(0) enters the kernel only when there is some.
 // The ring is created IORING_SETUP_R_DISABLED and enabled by the first Poll/Flush/Wait:
 // SINGLE_ISSUER binds the ring to the thread that enables it, and the factory usually runs on
 // another thread than the loop. (liburing 2.3 declares io_uring_enable_rings() but does not
@@ -25,8 +24,9 @@
 // Poll(). Poll() never enters the kernel for such a completion: a fired poll's task work
 // waits for the next Wait(), whose io_uring_enter runs it and returns at once (one early
 // return), so a wake-up that no datagram caused costs the next datagram only the queueing of
-// that task work (~0.5 us in its sender's system call), once. Arming checks readiness at once, so a datagram that arrived after the loop's last
-// Poll() ends the Wait() immediately: no wake-up is lost.
+// that task work (~0.5 us in its sender's system call), once. Arming checks readiness at
+// once, so a datagram that arrived after the loop's last Poll() ends the Wait() immediately:
+// no wake-up is lost.
 // Until session 15 the receive was one multishot RECVMSG over a ring of provided buffers,
 // armed all the time. A per-call timeline of a 64 B unary call on this project's VMs (a null
 // system call costs ~1.1 us here) showed what that cost a spinning loop: each datagram's
@@ -101,16 +101,6 @@ constexpr uint64_t kTagPoll = 1;
 constexpr uint64_t kTagNotify = 2;
 
 constexpr unsigned kSqEntries = 8;  // at most the socket's poll and the eventfd read
-// One receive batch per Poll(): the loop flushes what a batch produced (GRANTs above all)
-// before it reads the next batch; 8 rounds made 1 MiB one-way transfers ~1.6x slower.
-constexpr int kMaxPollRounds = 1;
-constexpr size_t kReapBatch = 64;
-
-struct Completion {
-  uint64_t user_data;
-  int32_t res;
-  uint32_t flags;
-};
 
 
 class UringBackend final : public IoBackend {
@@ -150,13 +140,11 @@ class UringBackend final : public IoBackend {
   void Arm();
   // Submits queued SQEs and runs deferred task work when the kernel says there is some.
   void EnterIfNeeded();
-  // Copies up to `max` ready CQEs into `out` and consumes them.
-  size_t Reap(Completion* out, size_t max);
   // Notes every completion already posted (no system call).
   void ReapEvents();
   // Notes a poll or notify completion outside Wait(): what is no longer armed, and a pending
   // notification.
-  void NoteEvent(const Completion& c);
+  void NoteEvent(uint64_t user_data);
 
   int fd_ = -1;
   int event_fd_ = -1;
@@ -260,28 +248,19 @@ void UringBackend::EnterIfNeeded() {
   if ((flags & (IORING_SQ_TASKRUN | IORING_SQ_CQ_OVERFLOW)) != 0) io_uring_get_events(&ring_);
 }
 
-size_t UringBackend::Reap(Completion* out, size_t max) {
+void UringBackend::ReapEvents() {
   unsigned head;
   io_uring_cqe* cqe;
-  size_t n = 0;
+  unsigned n = 0;
   io_uring_for_each_cqe(&ring_, head, cqe) {
-    if (n == max) break;
-    out[n++] = Completion{cqe->user_data, cqe->res, cqe->flags};
+    NoteEvent(cqe->user_data);
+    ++n;
   }
-  io_uring_cq_advance(&ring_, static_cast<unsigned>(n));
-  return n;
+  io_uring_cq_advance(&ring_, n);
 }
 
-void UringBackend::ReapEvents() {
-  Completion batch[kReapBatch];
-  size_t n;
-  while ((n = Reap(batch, kReapBatch)) > 0) {
-    for (size_t i = 0; i < n; ++i) NoteEvent(batch[i]);
-  }
-}
-
-void UringBackend::NoteEvent(const Completion& c) {
-  switch (c.user_data) {
+void UringBackend::NoteEvent(uint64_t user_data) {
+  switch (user_data) {
     case kTagPoll:
       poll_armed_ = false;  // the datagram that fired it is read by Poll()
       return;
@@ -316,13 +295,7 @@ int UringBackend::Poll(RecvFn fn) {
   // and returns at once). Entering here would cost ~2.4 us on the first datagram after any
   // wake-up that no datagram caused.
   ReapEvents();
-  int delivered = 0;
-  for (int round = 0; round < kMaxPollRounds; ++round) {
-    bool full = false;
-    delivered += recv_.Receive(fd_, fn, &stats_, &full);
-    if (!full) break;
-  }
-  return delivered;
+  return recv_.Receive(fd_, fn, &stats_);
 }
 
 void UringBackend::Wait(int64_t timeout_nanos) {
@@ -332,7 +305,10 @@ void UringBackend::Wait(int64_t timeout_nanos) {
     return;
   }
   if (io_uring_cq_ready(&ring_) > 0) {
-    ReapEvents();  // a poll or notify that fired after the last Poll(): there is work
+    // A poll or notify that fired after the last Poll(): there is work. (With DEFER_TASKRUN
+    // completions are posted only inside our own io_uring_enter calls, each followed by
+    // ReapEvents(); this is for the plain ring a kernel without it gets.)
+    ReapEvents();
     notify_pending_ = false;
     return;
   }
