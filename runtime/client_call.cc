@@ -32,10 +32,10 @@
 // allowed, callback calls, the in-memory fabric) the caller spins for the transport's poll
 // time (a sleeping thread costs ~50 us to wake here, a whole small round trip costs less)
 // with a CPU pause, yielding now and then so that on a machine with few cores the loop
-// threads it waits for get to run; then it sleeps on an absl::Notification. Either way the
+// threads it waits for get to run; then it sleeps on a PlainNotification. Either way the
 // transport callback only stores the outcome and notifies: envelope decoding and protobuf
 // parsing happen after the wait, on the caller's thread (so a loop goes back to the network
-// sooner). absl::Notification may be destroyed as soon as it has been notified (its
+// sooner). A PlainNotification may be destroyed as soon as it has been notified (its
 // destructor waits for Notify() to leave), which the stack-allocated call relies on.
 //
 // Cancellation. TryCancel() (any thread, under the context's mutex) and Start() (the calling
@@ -191,8 +191,8 @@ void ClientCall::Async(ChannelImpl& channel, const RpcMethod& method, ClientCont
 Status ClientCall::Encode(const ChannelImpl& channel, const RpcMethod& method,
                           const ClientContext& context,
                           const google::protobuf::MessageLite& request, uint64_t call_id,
-                          int64_t* deadline_nanos, absl::Notification* released, bool* borrowed,
-                          transport::MessageBytes* out) {
+                          int64_t* deadline_nanos, transport::PlainNotification* released,
+                          bool* borrowed, transport::MessageBytes* out) {
   const ChannelLimits& limits = channel.limits_;
   Envelope envelope;
   envelope.kind = EnvelopeKind::kRequest;
@@ -267,7 +267,7 @@ Status ClientCall::Start(const std::shared_ptr<ClientCall>& self, uint64_t call_
   dest_ = channel_->PickAddress();
   call_id_ = call_id;
   {
-    absl::MutexLock lock(&context->mu_);
+    transport::PlainMutexLock lock(&context->mu_);
     if (context->cancelled_) return Status(StatusCode::CANCELLED, "Cancelled");
     if (context->active_call_ != nullptr) {
       return Status(StatusCode::INTERNAL, "ClientContext is already used by a call in flight");
@@ -281,7 +281,7 @@ Status ClientCall::Start(const std::shared_ptr<ClientCall>& self, uint64_t call_
   context->response_message_ = transport::Buffer();
 
   if (cancel_requested_.load()) {  // TryCancel() since we registered: send nothing
-    absl::MutexLock lock(&context->mu_);
+    transport::PlainMutexLock lock(&context->mu_);
     context->active_call_.reset();
     return Status(StatusCode::CANCELLED, "Cancelled");
   }
@@ -331,7 +331,7 @@ Status ClientCall::Wait() {
   // `request` (the caller's) must not go before.
   if (request_borrowed_) request_released_.WaitForNotification();
   {
-    absl::MutexLock lock(&context_->mu_);
+    transport::PlainMutexLock lock(&context_->mu_);
     context_->active_call_.reset();
   }
   return Complete(std::move(result_));
@@ -347,7 +347,7 @@ void ClientCall::OnTransportDone(absl::StatusOr<transport::Buffer> response) {
   // once it is gone TryCancel() no longer reaches the call.
   std::shared_ptr<ClientCall> self;
   {
-    absl::MutexLock lock(&context_->mu_);
+    transport::PlainMutexLock lock(&context_->mu_);
     self = std::move(context_->active_call_);
   }
   if (response.ok() && response->size() > kOffloadBytes) {

@@ -26,7 +26,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
-#include "absl/synchronization/notification.h"
+#include "transport/plain_sync.h"
 #include "runtime/channel.h"
 #include "runtime/client_context.h"
 #include "runtime/executor.h"
@@ -163,8 +163,9 @@ class ClientCall {
   // `*borrowed` is set and `released` is notified when the transport lets go of it.
   static Status Encode(const ChannelImpl& channel, const RpcMethod& method,
                        const ClientContext& context, const google::protobuf::MessageLite& request,
-                       uint64_t call_id, int64_t* deadline_nanos, absl::Notification* released,
-                       bool* borrowed, transport::MessageBytes* out);
+                       uint64_t call_id, int64_t* deadline_nanos,
+                       transport::PlainNotification* released, bool* borrowed,
+                       transport::MessageBytes* out);
   // Registers `self` (this call: owning for an asynchronous call, a non-owning alias for a
   // blocking one) as the context's active call and sends `request`. A non-OK status means
   // nothing was sent and the call is not registered (the context was cancelled first).
@@ -203,12 +204,12 @@ class ClientCall {
   // when the call went through the transport's loop thread.
   MessageTransport::CallDriver* driver_ = nullptr;
   // Blocking calls: the transport thread parks the outcome here and notifies.
-  absl::Notification notification_;
+  transport::PlainNotification notification_;
   absl::StatusOr<transport::Buffer> result_;
   // Blocking calls whose request borrows the caller's message: notified by the transport
   // when it no longer reads it.
   bool request_borrowed_ = false;
-  absl::Notification request_released_;
+  transport::PlainNotification request_released_;
 };
 
 }  // namespace homarpc::internal

@@ -25,7 +25,7 @@ std::unique_ptr<ClientContext> ClientContext::FromServerContext(
   // Checked once, now: a server call cancelled later does not reach this context (gRPC
   // propagates that too; homarpc does not yet).
   if (options.cancellation_propagation() && server_context.IsCancelled()) {
-    absl::MutexLock lock(&context->mu_);
+    transport::PlainMutexLock lock(&context->mu_);
     context->cancelled_ = true;
   }
   return context;
@@ -44,7 +44,7 @@ void ClientContext::AddMetadata(const std::string& meta_key, const std::string& 
 void ClientContext::TryCancel() {
   internal::ClientCall* deferred = nullptr;
   {
-    absl::MutexLock lock(&mu_);
+    transport::PlainMutexLock lock(&mu_);
     cancelled_ = true;
     // Under mu_: the call cannot complete and go away meanwhile (see client_call.cc).
     if (active_call_ != nullptr) deferred = active_call_->Cancel();
@@ -55,7 +55,7 @@ void ClientContext::TryCancel() {
 }
 
 std::string ClientContext::peer() const {
-  absl::MutexLock lock(&mu_);
+  transport::PlainMutexLock lock(&mu_);
   return internal::PeerString(peer_);
 }
 

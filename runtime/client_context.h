@@ -16,7 +16,8 @@
 #include <utility>
 #include <vector>
 
-#include "absl/synchronization/mutex.h"
+#include "absl/base/thread_annotations.h"
+#include "transport/plain_sync.h"
 #include "runtime/deadline.h"
 #include "runtime/metadata.h"
 #include "transport/address.h"
@@ -127,7 +128,7 @@ class ClientContext {
   std::multimap<string_ref, string_ref> server_trailing_metadata_;
 
   // Cancellation: TryCancel() may race with the call starting and finishing.
-  mutable absl::Mutex mu_;
+  mutable transport::PlainMutex mu_;
   bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
   // The call in flight, to cancel; null before it starts and after it completes.
   std::shared_ptr<internal::ClientCall> active_call_ ABSL_GUARDED_BY(mu_);

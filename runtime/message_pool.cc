@@ -13,7 +13,7 @@ std::atomic<uint64_t> g_bytes{0};  // in all pools: kMaxTotalBytes
 uint64_t PooledBytes() { return g_bytes.load(std::memory_order_relaxed); }
 
 MessagePool::MessagePool() {
-  absl::MutexLock lock(&mu_);
+  transport::PlainMutexLock lock(&mu_);
   kept_.reserve(kMaxMessages);  // Put() then never allocates (it runs in destructors)
 }
 
@@ -21,7 +21,7 @@ MessagePool::Kept MessagePool::Take() {
   Kept kept;
   if (count_.load(std::memory_order_relaxed) == 0) return kept;
   {
-    absl::MutexLock lock(&mu_);
+    transport::PlainMutexLock lock(&mu_);
     if (kept_.empty()) return kept;
     kept.message = std::move(kept_.back().first);
     kept.bytes = kept_.back().second;
@@ -41,7 +41,7 @@ void MessagePool::Put(std::unique_ptr<google::protobuf::MessageLite> message, si
   if (count_.load(std::memory_order_relaxed) >= kMaxMessages) return;
   message->Clear();
   {
-    absl::MutexLock lock(&mu_);
+    transport::PlainMutexLock lock(&mu_);
     if (kept_.size() >= kMaxMessages || bytes_ + bytes > kMaxBytes) return;  // destroyed below
     // The process-wide bound, reserved before keeping.
     uint64_t total = g_bytes.load(std::memory_order_relaxed);
@@ -55,22 +55,22 @@ void MessagePool::Put(std::unique_ptr<google::protobuf::MessageLite> message, si
 }
 
 MessagePool::~MessagePool() {
-  absl::MutexLock lock(&mu_);
+  transport::PlainMutexLock lock(&mu_);
   g_bytes.fetch_sub(bytes_, std::memory_order_relaxed);
 }
 
 size_t MessagePool::size() const {
-  absl::MutexLock lock(&mu_);
+  transport::PlainMutexLock lock(&mu_);
   return kept_.size();
 }
 
 uint64_t MessagePool::taken() const {
-  absl::MutexLock lock(&mu_);
+  transport::PlainMutexLock lock(&mu_);
   return taken_;
 }
 
 size_t MessagePool::bytes() const {
-  absl::MutexLock lock(&mu_);
+  transport::PlainMutexLock lock(&mu_);
   return bytes_;
 }
 

@@ -33,7 +33,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
-#include "absl/synchronization/mutex.h"
+#include "transport/plain_sync.h"
 #include "google/protobuf/message_lite.h"
 
 namespace homarpc::internal {
@@ -71,7 +71,7 @@ class MessagePool {
   // Mirrors kept_.size() (written under mu_): an empty pool's Take(), on every call of every
   // method, costs one relaxed load, no lock. A stale read misses one reuse at worst.
   std::atomic<size_t> count_{0};
-  mutable absl::Mutex mu_;
+  mutable transport::PlainMutex mu_;
   std::vector<std::pair<std::unique_ptr<google::protobuf::MessageLite>, size_t>> kept_
       ABSL_GUARDED_BY(mu_);
   size_t bytes_ ABSL_GUARDED_BY(mu_) = 0;

@@ -252,7 +252,7 @@ void ServerCall::RunCallback() {
     // A reactor the handler may have kept is never attached: a later Finish() on it only
     // records the status (see ServerUnaryReactor::Finish).
     {
-      absl::MutexLock lock(&mu_);
+      transport::PlainMutexLock lock(&mu_);
       handler_done_ = true;
     }
     SendResponse(*failure);
@@ -265,7 +265,7 @@ void ServerCall::RunCallback() {
 void ServerCall::AttachReactor(ServerUnaryReactor* reactor) {
   std::optional<Status> early;
   {
-    absl::MutexLock lock(&reactor->mu_);
+    transport::PlainMutexLock lock(&reactor->mu_);
     if (reactor->early_finish_.has_value()) {
       // Finished before it was returned: no later Finish() reaches us (the reactor ignores a
       // second one), so the call need not be published to it.
@@ -281,7 +281,7 @@ void ServerCall::AttachReactor(ServerUnaryReactor* reactor) {
   bool run_on_cancel;
   bool finish_now = false;
   {
-    absl::MutexLock lock(&mu_);
+    transport::PlainMutexLock lock(&mu_);
     reactor_ = reactor;
     run_on_cancel = std::exchange(on_cancel_pending_, false);
     if (early && !run_on_cancel) {
@@ -303,7 +303,7 @@ void ServerCall::AttachReactor(ServerUnaryReactor* reactor) {
 
 void ServerCall::ReactorFinished(Status status) {
   {
-    absl::MutexLock lock(&mu_);
+    transport::PlainMutexLock lock(&mu_);
     if (handler_done_) return;
     handler_done_ = true;
   }
@@ -351,7 +351,7 @@ void ServerCall::Cancel(const Status& status) {
   if (cancelled_.exchange(true, std::memory_order_acq_rel)) return;
   ServerUnaryReactor* run_on_cancel = nullptr;
   if (is_callback()) {
-    absl::MutexLock lock(&mu_);
+    transport::PlainMutexLock lock(&mu_);
     if (!handler_done_) {
       if (reactor_ != nullptr) {
         run_on_cancel = reactor_;

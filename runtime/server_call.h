@@ -27,7 +27,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
-#include "absl/synchronization/mutex.h"
+#include "transport/plain_sync.h"
 #include "runtime/deadline_heap.h"
 #include "runtime/envelope.h"
 #include "runtime/executor.h"
@@ -149,7 +149,7 @@ class ServerCall {
   std::atomic<bool> replied_{false};
   std::atomic<bool> cancelled_{false};
   // Callback calls only: who runs OnCancel, and whether the outcome is known.
-  mutable absl::Mutex mu_;
+  mutable transport::PlainMutex mu_;
   bool handler_done_ ABSL_GUARDED_BY(mu_) = false;  // outcome known (or abandoned)
   // Set once when the handler returns it; read without mu_ by RunOnDone, when no hold is
   // left (every writer released a hold after writing, so the finalizer sees it).

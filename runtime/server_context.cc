@@ -64,7 +64,7 @@ void ServerUnaryReactor::StartSendInitialMetadata() {}
 void ServerUnaryReactor::Finish(Status status) {
   internal::ServerCall* call;
   {
-    absl::MutexLock lock(&mu_);
+    transport::PlainMutexLock lock(&mu_);
     if (finished_) return;  // gRPC forbids a second Finish; ignore it
     finished_ = true;
     call = call_;

@@ -15,7 +15,8 @@
 #include <optional>
 #include <string>
 
-#include "absl/synchronization/mutex.h"
+#include "absl/base/thread_annotations.h"
+#include "transport/plain_sync.h"
 #include "runtime/metadata.h"
 #include "runtime/status.h"
 
@@ -104,7 +105,7 @@ class ServerUnaryReactor {
 
  private:
   friend class internal::ServerCall;
-  absl::Mutex mu_;
+  transport::PlainMutex mu_;
   internal::ServerCall* call_ ABSL_GUARDED_BY(mu_) = nullptr;  // set when the handler returns
   std::optional<Status> early_finish_ ABSL_GUARDED_BY(mu_);    // Finish() before that
   bool finished_ ABSL_GUARDED_BY(mu_) = false;

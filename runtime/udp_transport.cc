@@ -40,6 +40,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
+#include "transport/plain_sync.h"
 #include "runtime/message_transport.h"
 #include "transport/clock.h"
 #include "transport/log.h"
@@ -112,7 +113,7 @@ class UdpTransport final : public MessageTransport {
     }
     Driver* driver = nullptr;
     {
-      absl::MutexLock lock(&pool_mu_);
+      transport::PlainMutexLock lock(&pool_mu_);
       if (!idle_.empty()) {
         driver = idle_.back();
         idle_.pop_back();
@@ -146,7 +147,7 @@ class UdpTransport final : public MessageTransport {
     driver->current_id.store(0, std::memory_order_relaxed);
     driver->endpoint->Release();
     {
-      absl::MutexLock lock(&pool_mu_);
+      transport::PlainMutexLock lock(&pool_mu_);
       idle_.push_back(driver);
     }
     active_.fetch_sub(1, std::memory_order_release);
@@ -181,7 +182,7 @@ class UdpTransport final : public MessageTransport {
     endpoint_.reset();
     std::vector<std::unique_ptr<Driver>> drivers;
     {
-      absl::MutexLock pool_lock(&pool_mu_);
+      transport::PlainMutexLock pool_lock(&pool_mu_);
       idle_.clear();
       drivers.swap(owned_drivers_);
     }
@@ -274,7 +275,7 @@ class UdpTransport final : public MessageTransport {
   const uint32_t driver_slots_;
   // Filled once each (emptied only by Stop(), behind the shut gate).
   const std::unique_ptr<std::atomic<Driver*>[]> slots_;
-  absl::Mutex pool_mu_;
+  transport::PlainMutex pool_mu_;
   std::vector<std::unique_ptr<Driver>> owned_drivers_ ABSL_GUARDED_BY(pool_mu_);
   std::vector<Driver*> idle_ ABSL_GUARDED_BY(pool_mu_);  // LIFO: the warmest on top
   bool driver_failed_ ABSL_GUARDED_BY(pool_mu_) = false;

@@ -95,7 +95,7 @@ void Loop::Stop() {
 
 bool Loop::Post(absl::AnyInvocable<void()> fn, bool wake) {
   {
-    absl::MutexLock lock(&mu_);
+    PlainMutexLock lock(&mu_);
     if (!accepting_posts_) return false;
     posted_.push_back(std::move(fn));
     posted_count_.fetch_add(1);
@@ -114,7 +114,7 @@ bool Loop::PrepareDirect(const Address& dest, const MessageBytes& request, Direc
   wire::AckEntry ack;
   bool with_ack = false;
   {
-    absl::MutexLock lock(&routes_mu_);
+    PlainMutexLock lock(&routes_mu_);
     auto it = routes_.find(dest);
     if (it == routes_.end()) return false;
     route = it->second.route;
@@ -183,7 +183,7 @@ bool Loop::RunPosted() {
   std::vector<absl::AnyInvocable<void()>> batch;
   batch.swap(spare_posted_);
   {
-    absl::MutexLock lock(&mu_);
+    PlainMutexLock lock(&mu_);
     batch.swap(posted_);
     posted_count_.store(0);
   }
@@ -294,7 +294,7 @@ void Loop::Shutdown() {
   // On the loop's thread (io_uring is single-issuer): refuse new posts, run the ones already
   // queued, and fail whatever is still in flight.
   {
-    absl::MutexLock lock(&mu_);
+    PlainMutexLock lock(&mu_);
     if (!accepting_posts_) return;
     accepting_posts_ = false;
   }
@@ -352,7 +352,7 @@ void Loop::RefreshRoute(const Address& dest) {
   if (published != published_versions_.end() && published->second == route.cutoff_version) {
     return;
   }
-  absl::MutexLock lock(&routes_mu_);
+  PlainMutexLock lock(&routes_mu_);
   if (routes_.size() >= kMaxDirectRoutes && !routes_.contains(dest)) {
     for (auto& [address, r] : routes_) {
       if (r.has_ack) engine_->PutAck(address, r.ack);
@@ -367,7 +367,7 @@ void Loop::RefreshRoute(const Address& dest) {
 
 void Loop::StashAck(const Address& dest) {
   if (!direct_send_) return;
-  absl::MutexLock lock(&routes_mu_);
+  PlainMutexLock lock(&routes_mu_);
   auto it = routes_.find(dest);
   if (it == routes_.end() || it->second.has_ack) return;
   if (!engine_->TakeAck(dest, &it->second.ack)) return;
@@ -379,7 +379,7 @@ void Loop::StashAck(const Address& dest) {
 }
 
 void Loop::ReturnStashedAck(const Address& dest) {
-  absl::MutexLock lock(&routes_mu_);
+  PlainMutexLock lock(&routes_mu_);
   if (stashed_acks_ == 0) return;
   auto it = routes_.find(dest);
   if (it == routes_.end() || !it->second.has_ack) return;
@@ -393,7 +393,7 @@ void Loop::ReturnStashedAcks(int64_t now, bool all) {
   stash_deadline_nanos_ = INT64_MAX;
   bool returned = false;
   {
-    absl::MutexLock lock(&routes_mu_);
+    PlainMutexLock lock(&routes_mu_);
     if (stashed_acks_ == 0) return;
     for (auto& [address, r] : routes_) {
       if (!r.has_ack) continue;

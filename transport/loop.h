@@ -25,7 +25,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/functional/any_invocable.h"
 #include "absl/functional/function_ref.h"
-#include "absl/synchronization/mutex.h"
+#include "transport/plain_sync.h"
 #include "transport/endpoint.h"
 #include "transport/engine.h"
 #include "transport/io_backend.h"
@@ -203,7 +203,7 @@ class Loop final : public EngineHandler {
   bool running_ = false;        // RunUntil is on the stack (loop thread only)
   bool shutting_down_ = false;  // Shutdown() began: new client RPCs fail at once
 
-  absl::Mutex mu_;
+  PlainMutex mu_;
   std::vector<absl::AnyInvocable<void()>> posted_ ABSL_GUARDED_BY(mu_);
   std::vector<absl::AnyInvocable<void()>> spare_posted_;  // loop thread: RunPosted's batch
   bool accepting_posts_ ABSL_GUARDED_BY(mu_) = true;
@@ -219,7 +219,7 @@ class Loop final : public EngineHandler {
     wire::AckEntry ack;
     int64_t stashed_nanos = 0;  // when it was set aside
   };
-  absl::Mutex routes_mu_;
+  PlainMutex routes_mu_;
   absl::flat_hash_map<Address, Route> routes_ ABSL_GUARDED_BY(routes_mu_);
   int stashed_acks_ ABSL_GUARDED_BY(routes_mu_) = 0;
   // Loop thread: the cutoff version last written to routes_ per destination (RefreshRoute

@@ -1,0 +1,91 @@
+// PlainMutex and PlainNotification: a std::mutex carrying Abseil's thread-safety annotations,
+// and a one-shot event with absl::Notification's contract, for the locks every RPC passes
+// through: per-call state (a ClientContext's cancellation, a callback call's OnCancel
+// protocol, a blocking call's outcome) and the short critical sections of long-lived objects
+// that each call enters (a loop's posted tasks and direct-send routes, the lent-socket and
+// message pools).
+//
+// Why not absl::Mutex and absl::Notification, as ../shared/STYLE.md asks: the distribution
+// builds Abseil without NDEBUG, which turns its deadlock detector on for every absl::Mutex
+// (an absl::Notification holds one). Each Lock() then takes a process-wide spinlock to look
+// the mutex up in a lock graph, and each destructor takes it again to remove the mutex from
+// the graph, locked or not. A blocking 64 B unary call took ~11 such locks and destroyed four
+// such mutexes; creating a mutex and locking it inside another costs 160 ns here with the
+// detector against 32 ns without, and the detector's spinlock is shared by every thread of
+// the process. These critical sections are a few loads and stores and never wait on a
+// condition, so a plain futex lock is all they need. Mutexes that wait on conditions (the
+// server's call table and shutdown, the worker pool) and those off the call path stay
+// absl::Mutex. Measured in docs/rpc-benchmarks.md (session 16).
+//
+// PlainMutex keeps the annotations, so ABSL_GUARDED_BY, ABSL_EXCLUSIVE_LOCKS_REQUIRED and
+// the *Locked conventions read and check as with absl::Mutex.
+#ifndef HOMARPC_TRANSPORT_PLAIN_SYNC_H_
+#define HOMARPC_TRANSPORT_PLAIN_SYNC_H_
+
+#include <atomic>
+#include <condition_variable>
+#include <mutex>
+
+#include "absl/base/thread_annotations.h"
+
+namespace homarpc::transport {
+
+class ABSL_LOCKABLE PlainMutex {
+ public:
+  PlainMutex() = default;
+  PlainMutex(const PlainMutex&) = delete;
+  PlainMutex& operator=(const PlainMutex&) = delete;
+
+  void Lock() ABSL_EXCLUSIVE_LOCK_FUNCTION() { mu_.lock(); }
+  void Unlock() ABSL_UNLOCK_FUNCTION() { mu_.unlock(); }
+
+ private:
+  std::mutex mu_;
+};
+
+// Holds `mu` for the scope, like absl::MutexLock.
+class ABSL_SCOPED_LOCKABLE PlainMutexLock {
+ public:
+  explicit PlainMutexLock(PlainMutex* mu) ABSL_EXCLUSIVE_LOCK_FUNCTION(mu) : mu_(mu) {
+    mu_->Lock();
+  }
+  ~PlainMutexLock() ABSL_UNLOCK_FUNCTION() { mu_->Unlock(); }
+  PlainMutexLock(const PlainMutexLock&) = delete;
+  PlainMutexLock& operator=(const PlainMutexLock&) = delete;
+
+ private:
+  PlainMutex* const mu_;
+};
+
+// A one-shot event with absl::Notification's contract: Notify() once, from any thread;
+// HasBeenNotified() is a single atomic load (fit for a spinning waiter); the object may be
+// destroyed as soon as the waiter has seen the notification, even while Notify() is still
+// returning (the destructor waits for it to leave).
+class PlainNotification {
+ public:
+  PlainNotification() = default;
+  PlainNotification(const PlainNotification&) = delete;
+  PlainNotification& operator=(const PlainNotification&) = delete;
+  ~PlainNotification() { std::lock_guard<std::mutex> wait_for_notify_to_leave(mu_); }
+
+  void Notify() {
+    std::lock_guard<std::mutex> lock(mu_);
+    notified_.store(true, std::memory_order_release);
+    cv_.notify_all();  // no system call when nobody sleeps
+  }
+  bool HasBeenNotified() const { return notified_.load(std::memory_order_acquire); }
+  void WaitForNotification() {
+    if (HasBeenNotified()) return;
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [this] { return notified_.load(std::memory_order_relaxed); });
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::atomic<bool> notified_{false};
+};
+
+}  // namespace homarpc::transport
+
+#endif  // HOMARPC_TRANSPORT_PLAIN_SYNC_H_
