@@ -222,9 +222,14 @@ void Loop::RunUntil(absl::FunctionRef<bool()> done, int64_t wake_by_nanos) {
     if (now - idle_since < spin) {
       // Spin politely: when more threads want to run than there are cores (a blocking caller,
       // this loop and a server loop on 2 cores), a spinning thread that keeps its core until
-      // its budget runs out delays the one that has work by that much on every call.
-      // sched_yield returns at once when nobody else is runnable here.
-      std::this_thread::yield();
+      // its budget runs out delays the one that has work by that much on every call. But a
+      // yield is a system call on the path of the next datagram, so only as often as
+      // YieldPolicy finds somebody else wants this CPU.
+      if (yield_policy_.ShouldYield(now)) {
+        const int64_t before = clock->NowNanos();
+        std::this_thread::yield();
+        yield_policy_.OnYield(before, clock->NowNanos());
+      }
       continue;
     }
     // A timer due within the spin time (the pacer releasing the next packets, typically) is

@@ -75,6 +75,41 @@ class SpinPolicy {
   int64_t gap_average_nanos_ = 0;
 };
 
+// YieldPolicy: when a spinning idle loop gives its CPU away with sched_yield (Loop::RunUntil).
+//
+// A yield is a system call (~1.1 us on these VMs), and a datagram that lands during one waits
+// for it to return: yielding on every idle round cost a 64 B call ~1.1 us (12.1 -> 10.9 us
+// without, docs/rpc-benchmarks.md, session 16). But when more threads spin than there are
+// cores (a blocking caller, a client loop, a server loop and a worker on 2 cores), the one
+// with work may be queued behind a spinner, and only a yield lets it run. So the policy
+// yields on every idle round only while it has seen contention, and otherwise probes for it
+// every kProbeRounds idle rounds: a yield that kept this thread off the CPU for over
+// kContendedNanos ran somebody else here, and starts (or extends) kHoldNanos of yielding on
+// every round. A yield that returns at once costs one system call in kProbeRounds.
+// A hypervisor's stolen slice during a probe also looks like contention; it costs one hold.
+// Loop thread only.
+class YieldPolicy {
+ public:
+  static constexpr uint32_t kProbeRounds = 16;
+  static constexpr int64_t kContendedNanos = 5000;
+  static constexpr int64_t kHoldNanos = 500000;
+
+  // Whether this idle round yields.
+  bool ShouldYield(int64_t now) {
+    if (now < contended_until_) return true;
+    return ++rounds_ % kProbeRounds == 0;
+  }
+  // A yield began at `before` and returned at `after`.
+  void OnYield(int64_t before, int64_t after) {
+    if (after - before > kContendedNanos) contended_until_ = after + kHoldNanos;
+  }
+  bool contended(int64_t now) const { return now < contended_until_; }
+
+ private:
+  uint32_t rounds_ = 0;
+  int64_t contended_until_ = 0;
+};
+
 class Loop final : public EngineHandler {
  public:
   Loop(uint32_t index, const Config& config, std::unique_ptr<IoBackend> io,
@@ -182,6 +217,7 @@ class Loop final : public EngineHandler {
   const uint32_t index_;
   const int64_t spin_nanos_;
   SpinPolicy spin_policy_;
+  YieldPolicy yield_policy_;
   std::unique_ptr<IoBackend> io_;
   std::unique_ptr<Engine> engine_;
   const Endpoint::RequestHandler* handler_;
