@@ -15,8 +15,12 @@
 // - Run() signals a sleeper only when the queue holds more tasks than there are spinners (a
 //   spinner will take one); a worker that takes a task and leaves more behind passes the
 //   signal on, so a burst wakes as many workers as it needs.
-// - Spinning yields the CPU every few hundred pauses: on a 2-core machine the thread that
-//   will submit the next task (a loop, a client) may need the core we are spinning on.
+// - Spinning yields the CPU as transport::YieldPolicy says: every 16 pauses while another
+//   thread has been seen wanting this CPU (on a 2-core machine the thread that will submit
+//   the next task, a loop or a client, may need the core we are spinning on), otherwise every
+//   256 to look. It yielded every 256 pauses before: a loopback 64 B call through the pool
+//   took 29-31 us in its good placement against 21-23 us now (docs/rpc-benchmarks.md,
+//   session 16).
 // - Shutdown: `stopping_` makes workers exit once the queue is empty (they drain it first);
 //   Run() after that runs the task on the caller, so every task still runs exactly once.
 //
@@ -38,18 +42,9 @@
 namespace homarpc::internal {
 namespace {
 
-constexpr uint32_t kYieldEvery = 256;
-
-// One step of an idle worker's spin: CpuRelax(), and every kYieldEvery calls (counted in
-// `*spins`) a yield, so that a spinner does not starve the thread it waits for on a machine
-// with few cores.
-void SpinPause(uint32_t* spins) {
-  if (++*spins % kYieldEvery == 0) {
-    std::this_thread::yield();
-    return;
-  }
-  CpuRelax();
-}
+// An idle worker's spin checks the queue on every pause and, every kPausesPerRound pauses,
+// the clock and whether to yield (transport::YieldPolicy).
+constexpr uint32_t kPausesPerRound = 16;
 
 class InlineExecutor final : public Executor {
  public:
@@ -109,8 +104,11 @@ class WorkerPool final : public Executor {
     // short slice lets a woken worker run ahead of a long handler (transport/sched.h).
     transport::RequestShortSlice();
     transport::NameThisThread("hrpc-worker");
+    transport::YieldPolicy yield_policy;  // this worker's, across its spins
     for (;;) {
-      if (spin_nanos_ > 0 && queued_.load(std::memory_order_acquire) == 0) MaybeSpin();
+      if (spin_nanos_ > 0 && queued_.load(std::memory_order_acquire) == 0) {
+        MaybeSpin(&yield_policy);
+      }
       mu_.Lock();
       while (queue_.empty() && !stopping_) {
         ++sleepers_;
@@ -148,17 +146,23 @@ class WorkerPool final : public Executor {
 
   // Unless another worker spins already, or tasks come too far apart for a spin to pay:
   // returns when a task may be queued, the spin time is up, or the pool is stopping.
-  void MaybeSpin() {
+  void MaybeSpin(transport::YieldPolicy* yield_policy) {
     if (!spin_pays_.load(std::memory_order_relaxed)) return;
     int none = 0;
     if (!spinners_.compare_exchange_strong(none, 1, std::memory_order_acq_rel)) return;
     const transport::MonotonicClock* clock = transport::MonotonicClock::Get();
     const int64_t deadline = clock->NowNanos() + spin_nanos_;
-    uint32_t spins = 0;
+    uint32_t pauses = 0;
     while (queued_.load(std::memory_order_acquire) == 0 &&
            !stop_spinning_.load(std::memory_order_acquire)) {
-      SpinPause(&spins);
-      if ((spins & 15) == 0 && clock->NowNanos() >= deadline) break;
+      CpuRelax();
+      if (++pauses % kPausesPerRound != 0) continue;
+      const int64_t now = clock->NowNanos();
+      if (now >= deadline) break;
+      if (yield_policy->ShouldYield(now)) {
+        std::this_thread::yield();
+        yield_policy->OnYield(now, clock->NowNanos());
+      }
     }
     spinners_.fetch_sub(1, std::memory_order_acq_rel);
   }

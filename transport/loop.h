@@ -26,6 +26,7 @@
 #include "absl/functional/any_invocable.h"
 #include "absl/functional/function_ref.h"
 #include "transport/plain_sync.h"
+#include "transport/sched.h"
 #include "transport/endpoint.h"
 #include "transport/engine.h"
 #include "transport/io_backend.h"
@@ -73,41 +74,6 @@ class SpinPolicy {
   const int64_t spin_nanos_;
   const int64_t busy_spin_nanos_;
   int64_t gap_average_nanos_ = 0;
-};
-
-// YieldPolicy: when a spinning idle loop gives its CPU away with sched_yield (Loop::RunUntil).
-//
-// A yield is a system call (~1.1 us on these VMs), and a datagram that lands during one waits
-// for it to return: yielding on every idle round cost a 64 B call ~1.1 us (12.1 -> 10.9 us
-// without, docs/rpc-benchmarks.md, session 16). But when more threads spin than there are
-// cores (a blocking caller, a client loop, a server loop and a worker on 2 cores), the one
-// with work may be queued behind a spinner, and only a yield lets it run. So the policy
-// yields on every idle round only while it has seen contention, and otherwise probes for it
-// every kProbeRounds idle rounds: a yield that kept this thread off the CPU for over
-// kContendedNanos ran somebody else here, and starts (or extends) kHoldNanos of yielding on
-// every round. A yield that returns at once costs one system call in kProbeRounds.
-// A hypervisor's stolen slice during a probe also looks like contention; it costs one hold.
-// Loop thread only.
-class YieldPolicy {
- public:
-  static constexpr uint32_t kProbeRounds = 16;
-  static constexpr int64_t kContendedNanos = 5000;
-  static constexpr int64_t kHoldNanos = 500000;
-
-  // Whether this idle round yields.
-  bool ShouldYield(int64_t now) {
-    if (now < contended_until_) return true;
-    return ++rounds_ % kProbeRounds == 0;
-  }
-  // A yield began at `before` and returned at `after`.
-  void OnYield(int64_t before, int64_t after) {
-    if (after - before > kContendedNanos) contended_until_ = after + kHoldNanos;
-  }
-  bool contended(int64_t now) const { return now < contended_until_; }
-
- private:
-  uint32_t rounds_ = 0;
-  int64_t contended_until_ = 0;
 };
 
 class Loop final : public EngineHandler {

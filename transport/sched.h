@@ -41,6 +41,43 @@ inline constexpr size_t kMaxThreadNameBytes = 15;  // the kernel's TASK_COMM_LEN
 // Returns whether the kernel took the name (the first kMaxThreadNameBytes bytes of it).
 bool NameThisThread(absl::string_view name);
 
+// YieldPolicy: when a spinning thread gives its CPU away with sched_yield (an idle transport
+// loop, Loop::RunUntil; an idle handler worker, runtime/executor.cc).
+//
+// A yield is a system call (~1.1 us on these VMs), and a datagram that lands during one waits
+// for it to return: yielding on every idle round cost a 64 B call ~1.1 us (12.1 -> 10.9 us
+// without, docs/rpc-benchmarks.md, session 16). But when more threads spin than there are
+// cores (a blocking caller, a server loop and a worker on 2 cores), the one with work may be
+// queued behind a spinner, and only a yield lets it run. So the policy yields on every round
+// (a loop's idle round; 16 pauses of a worker) only while it has seen contention, and
+// otherwise probes for it every kProbeRounds rounds: a yield that kept this thread off the
+// CPU for over kContendedNanos ran somebody else here, and starts (or extends) kHoldNanos of
+// yielding on every round. A yield that returns at once costs one system call in
+// kProbeRounds. A hypervisor's stolen slice during a probe also looks like contention; it
+// costs one hold.
+// One per spinning thread; not thread-safe.
+class YieldPolicy {
+ public:
+  static constexpr uint32_t kProbeRounds = 16;
+  static constexpr int64_t kContendedNanos = 5000;
+  static constexpr int64_t kHoldNanos = 500000;
+
+  // Whether this round yields.
+  bool ShouldYield(int64_t now) {
+    if (now < contended_until_) return true;
+    return ++rounds_ % kProbeRounds == 0;
+  }
+  // A yield began at `before` and returned at `after`.
+  void OnYield(int64_t before, int64_t after) {
+    if (after - before > kContendedNanos) contended_until_ = after + kHoldNanos;
+  }
+  bool contended(int64_t now) const { return now < contended_until_; }
+
+ private:
+  uint32_t rounds_ = 0;
+  int64_t contended_until_ = 0;
+};
+
 }  // namespace homarpc::transport
 
 #endif  // HOMARPC_TRANSPORT_SCHED_H_

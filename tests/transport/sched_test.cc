@@ -1,4 +1,5 @@
-// Tests of transport/sched.h: the names and the scheduler slice of homarpc's threads.
+// Tests of transport/sched.h: the names and the scheduler slice of homarpc's threads, and how
+// often a spinning thread yields its CPU.
 #include "transport/sched.h"
 
 #include <dirent.h>
@@ -149,6 +150,68 @@ TEST(Sched, RequestShortSliceLeavesARealTimeThreadAlone) {
   if (!real_time) GTEST_SKIP() << "cannot make a SCHED_FIFO thread here (needs CAP_SYS_NICE)";
   EXPECT_FALSE(accepted);
   EXPECT_EQ(policy_after, SCHED_FIFO);
+}
+
+// YieldPolicy: how often a spinning thread gives its CPU away.
+
+// Counts the yields of `rounds` idle rounds from `now`, one every `step` nanoseconds, each
+// yield returning after `yield_nanos`.
+int CountYields(YieldPolicy* policy, int64_t* now, int rounds, int64_t step,
+                int64_t yield_nanos) {
+  int yields = 0;
+  for (int i = 0; i < rounds; ++i) {
+    if (policy->ShouldYield(*now)) {
+      ++yields;
+      policy->OnYield(*now, *now + yield_nanos);
+      *now += yield_nanos;
+    }
+    *now += step;
+  }
+  return yields;
+}
+
+TEST(YieldPolicyTest, AloneItYieldsOnlyToProbe) {
+  YieldPolicy policy;
+  int64_t now = 1000000;
+  // Yields that return at once (1 us): nobody else wants the CPU.
+  EXPECT_EQ(CountYields(&policy, &now, 10 * YieldPolicy::kProbeRounds, 1500, 1000), 10);
+  EXPECT_FALSE(policy.contended(now));
+}
+
+TEST(YieldPolicyTest, AYieldThatRanSomebodyElseMakesEveryRoundYield) {
+  YieldPolicy policy;
+  int64_t now = 1000000;
+  ASSERT_EQ(CountYields(&policy, &now, YieldPolicy::kProbeRounds - 1, 1500, 1000), 0);
+  // The probe's yield keeps this thread off the CPU for 20 us: another thread ran here.
+  ASSERT_EQ(CountYields(&policy, &now, 1, 1500, 20000), 1);
+  EXPECT_TRUE(policy.contended(now));
+  // Every round yields now, even when those yields return at once.
+  EXPECT_EQ(CountYields(&policy, &now, 50, 1500, 1000), 50);
+}
+
+TEST(YieldPolicyTest, ContentionIsForgottenAfterTheHold) {
+  YieldPolicy policy;
+  int64_t now = 1000000;
+  policy.OnYield(now, now + 20000);
+  now += 20000;
+  ASSERT_TRUE(policy.contended(now));
+  now += YieldPolicy::kHoldNanos;  // nothing yielded for longer than the hold
+  EXPECT_FALSE(policy.contended(now));
+  EXPECT_EQ(CountYields(&policy, &now, 4 * YieldPolicy::kProbeRounds, 1500, 1000), 4);
+}
+
+TEST(YieldPolicyTest, ContentionSeenAgainExtendsTheHold) {
+  YieldPolicy policy;
+  int64_t now = 1000000;
+  policy.OnYield(now, now + 20000);
+  now += 20000;
+  // Just before the hold ends, another yield runs somebody else: the hold starts again.
+  now += YieldPolicy::kHoldNanos - 1000;
+  ASSERT_TRUE(policy.ShouldYield(now));
+  policy.OnYield(now, now + 20000);
+  now += 20000 + YieldPolicy::kHoldNanos / 2;
+  EXPECT_TRUE(policy.contended(now));
+  EXPECT_TRUE(policy.ShouldYield(now));
 }
 
 }  // namespace

@@ -1,5 +1,4 @@
-// Tests for SpinPolicy and YieldPolicy (transport/loop.h): when an idle loop busy-polls, for how
-// long, and how often it yields its CPU.
+// Tests for SpinPolicy (transport/loop.h): when an idle loop busy-polls and for how long.
 #include "gtest/gtest.h"
 #include "transport/loop.h"
 
@@ -67,68 +66,6 @@ TEST(SpinPolicyTest, ZeroSpinNeverSpins) {
   EXPECT_EQ(policy.Budget(false, false), 0);
   EXPECT_EQ(policy.Budget(false, true), 0);
   EXPECT_EQ(policy.Budget(true, true), 0);
-}
-
-// YieldPolicy (transport/loop.h): how often a spinning loop gives its CPU away.
-
-// Counts the yields of `rounds` idle rounds from `now`, one every `step` nanoseconds, each
-// yield returning after `yield_nanos`.
-int CountYields(YieldPolicy* policy, int64_t* now, int rounds, int64_t step,
-                int64_t yield_nanos) {
-  int yields = 0;
-  for (int i = 0; i < rounds; ++i) {
-    if (policy->ShouldYield(*now)) {
-      ++yields;
-      policy->OnYield(*now, *now + yield_nanos);
-      *now += yield_nanos;
-    }
-    *now += step;
-  }
-  return yields;
-}
-
-TEST(YieldPolicyTest, AloneItYieldsOnlyToProbe) {
-  YieldPolicy policy;
-  int64_t now = 1000000;
-  // Yields that return at once (1 us): nobody else wants the CPU.
-  EXPECT_EQ(CountYields(&policy, &now, 10 * YieldPolicy::kProbeRounds, 1500, 1000), 10);
-  EXPECT_FALSE(policy.contended(now));
-}
-
-TEST(YieldPolicyTest, AYieldThatRanSomebodyElseMakesEveryRoundYield) {
-  YieldPolicy policy;
-  int64_t now = 1000000;
-  ASSERT_EQ(CountYields(&policy, &now, YieldPolicy::kProbeRounds - 1, 1500, 1000), 0);
-  // The probe's yield keeps this thread off the CPU for 20 us: another thread ran here.
-  ASSERT_EQ(CountYields(&policy, &now, 1, 1500, 20000), 1);
-  EXPECT_TRUE(policy.contended(now));
-  // Every round yields now, even when those yields return at once.
-  EXPECT_EQ(CountYields(&policy, &now, 50, 1500, 1000), 50);
-}
-
-TEST(YieldPolicyTest, ContentionIsForgottenAfterTheHold) {
-  YieldPolicy policy;
-  int64_t now = 1000000;
-  policy.OnYield(now, now + 20000);
-  now += 20000;
-  ASSERT_TRUE(policy.contended(now));
-  now += YieldPolicy::kHoldNanos;  // nothing yielded for longer than the hold
-  EXPECT_FALSE(policy.contended(now));
-  EXPECT_EQ(CountYields(&policy, &now, 4 * YieldPolicy::kProbeRounds, 1500, 1000), 4);
-}
-
-TEST(YieldPolicyTest, ContentionSeenAgainExtendsTheHold) {
-  YieldPolicy policy;
-  int64_t now = 1000000;
-  policy.OnYield(now, now + 20000);
-  now += 20000;
-  // Just before the hold ends, another yield runs somebody else: the hold starts again.
-  now += YieldPolicy::kHoldNanos - 1000;
-  ASSERT_TRUE(policy.ShouldYield(now));
-  policy.OnYield(now, now + 20000);
-  now += 20000 + YieldPolicy::kHoldNanos / 2;
-  EXPECT_TRUE(policy.contended(now));
-  EXPECT_TRUE(policy.ShouldYield(now));
 }
 
 }  // namespace
