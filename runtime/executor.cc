@@ -19,7 +19,7 @@
 //   thread has been seen wanting this CPU (on a 2-core machine the thread that will submit
 //   the next task, a loop or a client, may need the core we are spinning on), otherwise every
 //   256 to look. It yielded every 256 pauses before: a loopback 64 B call through the pool
-//   took 29-31 us in its good placement against 21-23 us now (docs/rpc-benchmarks.md,
+//   took 30-32 us in its good placement against 21-24 us now (docs/rpc-benchmarks.md,
 //   session 16).
 // - Shutdown: `stopping_` makes workers exit once the queue is empty (they drain it first);
 //   Run() after that runs the task on the caller, so every task still runs exactly once.

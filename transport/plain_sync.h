@@ -12,17 +12,19 @@
 // the graph, locked or not. A blocking 64 B unary call took ~11 such locks and destroyed four
 // such mutexes; creating a mutex and locking it inside another costs 160 ns here with the
 // detector against 32 ns without, and the detector's spinlock is shared by every thread of
-// the process. These critical sections are a few loads and stores and never wait on a
-// condition, so a plain futex lock is all they need. Mutexes that wait on conditions (the
-// server's call table and shutdown, the worker pool) and those off the call path stay
-// absl::Mutex. Measured in docs/rpc-benchmarks.md (session 16).
+// the process. These critical sections are a few loads and stores (the lent-socket pool also
+// creates a socket under its lock, once per socket) and never wait on a condition, so a plain
+// futex lock is all they need. Mutexes that wait on conditions (the server's call table and
+// shutdown, the worker pool) and those off the call path stay absl::Mutex. Measured in
+// docs/rpc-benchmarks.md (session 16).
 //
 // PlainMutex keeps the annotations, so ABSL_GUARDED_BY, ABSL_EXCLUSIVE_LOCKS_REQUIRED and
-// the *Locked conventions read and check as with absl::Mutex.
+// the *Locked conventions read, and check under clang's -Wthread-safety, as with absl::Mutex.
 #ifndef HOMARPC_TRANSPORT_PLAIN_SYNC_H_
 #define HOMARPC_TRANSPORT_PLAIN_SYNC_H_
 
 #include <atomic>
+#include <cassert>
 #include <condition_variable>
 #include <mutex>
 
@@ -70,6 +72,7 @@ class PlainNotification {
 
   void Notify() {
     std::lock_guard<std::mutex> lock(mu_);
+    assert(!notified_.load(std::memory_order_relaxed) && "PlainNotification notified twice");
     notified_.store(true, std::memory_order_release);
     cv_.notify_all();  // no system call when nobody sleeps
   }

@@ -1,5 +1,6 @@
 // sched: how the threads that carry RPCs (transport loops, the runtime's handler workers and
-// timers) present themselves to the kernel: a scheduler hint and a name.
+// timers) present themselves to the kernel: a scheduler hint and a name; and when a spinning
+// one gives its CPU away (YieldPolicy, below).
 //
 // RequestShortSlice() asks the kernel for a short scheduler slice for the calling thread. Such
 // a thread runs briefly and then waits, and what it does next (pass a request on, complete a

@@ -214,5 +214,14 @@ TEST(YieldPolicyTest, ContentionSeenAgainExtendsTheHold) {
   EXPECT_TRUE(policy.ShouldYield(now));
 }
 
+TEST(YieldPolicyTest, OnlyAYieldLongerThanTheThresholdCountsAsContention) {
+  YieldPolicy policy;
+  int64_t now = 1000000;
+  policy.OnYield(now, now + YieldPolicy::kContendedNanos);  // a slow system call, no more
+  EXPECT_FALSE(policy.contended(now + YieldPolicy::kContendedNanos));
+  policy.OnYield(now, now + YieldPolicy::kContendedNanos + 1);
+  EXPECT_TRUE(policy.contended(now + YieldPolicy::kContendedNanos + 1));
+}
+
 }  // namespace
 }  // namespace homarpc::transport
