@@ -159,10 +159,7 @@ class WorkerPool final : public Executor {
       if (++pauses % kPausesPerRound != 0) continue;
       const int64_t now = clock->NowNanos();
       if (now >= deadline) break;
-      if (yield_policy->ShouldYield(now)) {
-        std::this_thread::yield();
-        yield_policy->OnYield(now, clock->NowNanos());
-      }
+      yield_policy->MaybeYield(now);
     }
     spinners_.fetch_sub(1, std::memory_order_acq_rel);
   }

@@ -225,11 +225,7 @@ void Loop::RunUntil(absl::FunctionRef<bool()> done, int64_t wake_by_nanos) {
       // its budget runs out delays the one that has work by that much on every call. But a
       // yield is a system call on the path of the next datagram, so only as often as
       // YieldPolicy finds somebody else wants this CPU.
-      if (yield_policy_.ShouldYield(now)) {
-        const int64_t before = clock->NowNanos();
-        std::this_thread::yield();
-        yield_policy_.OnYield(before, clock->NowNanos());
-      }
+      yield_policy_.MaybeYield(now);
       continue;
     }
     // A timer due within the spin time (the pacer releasing the next packets, typically) is

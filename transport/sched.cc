@@ -9,6 +9,9 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <thread>
+
+#include "transport/clock.h"
 
 namespace homarpc::transport {
 namespace {
@@ -56,6 +59,14 @@ bool NameThisThread(absl::string_view name) {
   const size_t n = std::min(name.size(), kMaxThreadNameBytes);
   std::copy_n(name.data(), n, buffer);
   return prctl(PR_SET_NAME, buffer, 0, 0, 0) == 0;
+}
+
+void YieldPolicy::MaybeYield(int64_t now) {
+  if (!ShouldYield(now)) return;
+  const Clock* clock = MonotonicClock::Get();
+  const int64_t before = clock->NowNanos();
+  std::this_thread::yield();
+  OnYield(before, clock->NowNanos());
 }
 
 }  // namespace homarpc::transport

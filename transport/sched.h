@@ -68,6 +68,10 @@ class YieldPolicy {
     if (now < contended_until_) return true;
     return ++rounds_ % kProbeRounds == 0;
   }
+  // The round at `now` (MonotonicClock): yields if ShouldYield says so, and learns from how
+  // long the yield took. What the spinning threads call; the two below are its parts.
+  void MaybeYield(int64_t now);
+
   // A yield began at `before` and returned at `after`.
   void OnYield(int64_t before, int64_t after) {
     if (after - before > kContendedNanos) contended_until_ = after + kHoldNanos;
