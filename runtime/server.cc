@@ -15,7 +15,10 @@
 //   answered OK; the call then runs to completion. One lock acquisition registers a call
 //   (admission: shutting down, max_concurrent_calls) and one forgets it; OnDone runs before
 //   the call is forgotten, so shutdown, which waits for the registry to empty, also waits
-//   for OnDone.
+//   for OnDone. The registry's mutex is a transport::PlainMutex, not an absl::Mutex: the
+//   distribution's Abseil runs its deadlock detector on every absl::Mutex lock, and these
+//   two locks are on every call's path (plain_sync.h). So a shutdown's wait for the registry
+//   to empty is a PlainCondVar that FinalizeCall signals, not an Await.
 //   TODO(perf): one mutex for the registry serves every loop; shard it per loop if several
 //   loops ever contend on it.
 // - Deadline timer: one min-heap per server (DeadlineHeap, intrusive: a call remembers its
@@ -116,7 +119,7 @@ void ServerImpl::Start() {
 
 void ServerImpl::AbortStart() {
   {
-    absl::MutexLock lock(&calls_mu_);
+    transport::PlainMutexLock lock(&calls_mu_);
     accepting_ = false;
     shutting_down_.store(true, std::memory_order_release);
   }
@@ -251,7 +254,7 @@ void ServerImpl::HandleCancel(ServerPort* port, const transport::IncomingRequest
                               uint64_t call_id) {
   ServerCall* call = nullptr;
   {
-    absl::MutexLock lock(&calls_mu_);
+    transport::PlainMutexLock lock(&calls_mu_);
     auto it = by_id_.find(CallKey{request.peer, call_id});
     if (it != by_id_.end() && it->second->TryAddHold()) call = it->second;
   }
@@ -263,7 +266,7 @@ void ServerImpl::HandleCancel(ServerPort* port, const transport::IncomingRequest
 }
 
 ServerImpl::Admission ServerImpl::Register(ServerCall* call) {
-  absl::MutexLock lock(&calls_mu_);
+  transport::PlainMutexLock lock(&calls_mu_);
   if (!accepting_) return Admission::kShuttingDown;
   if (by_id_.size() + unkeyed_.size() >= limits_.max_concurrent_calls) {
     return Admission::kOverloaded;
@@ -284,7 +287,7 @@ void ServerImpl::FinalizeCall(ServerCall* call) {
   // shutdown may still find it in the registry, but TryAddHold refuses it.
   call->RunOnDone();
   {
-    absl::MutexLock lock(&calls_mu_);
+    transport::PlainMutexLock lock(&calls_mu_);
     auto it = by_id_.find(CallKey{call->client(), call->call_id()});
     if (it != by_id_.end() && it->second == call) {
       by_id_.erase(it);
@@ -292,6 +295,7 @@ void ServerImpl::FinalizeCall(ServerCall* call) {
       unkeyed_.erase(call);
     }
     deadlines_.Erase(call);  // does nothing without a deadline, or after the timer popped it
+    if (!accepting_ && NoCallsLocked()) drained_cv_.SignalAll();  // a shutdown may be waiting
   }
   // Frees only the call's own memory; shutdown joins every thread that may get here (workers,
   // loops, the timer) before the server goes, so the server need not wait for this.
@@ -310,7 +314,7 @@ void ServerImpl::DeadlineTimerMain() {
       if (next == INT64_MAX) {
         timer_cv_.Wait(&calls_mu_);
       } else {
-        timer_cv_.WaitWithTimeout(&calls_mu_, absl::Nanoseconds(next - now));
+        timer_cv_.WaitWithTimeout(&calls_mu_, next - now);
       }
       timer_wake_nanos_ = kTimerAwake;
       continue;
@@ -332,7 +336,7 @@ void ServerImpl::DeadlineTimerMain() {
 
 void ServerImpl::StopDeadlineTimer() {
   {
-    absl::MutexLock lock(&calls_mu_);
+    transport::PlainMutexLock lock(&calls_mu_);
     timer_stop_ = true;
     timer_cv_.Signal();
   }
@@ -363,23 +367,24 @@ void ServerImpl::Wait() {
 }
 
 void ServerImpl::DoShutdown(std::optional<int64_t> deadline_nanos) {
-  const absl::Condition no_calls(this, &ServerImpl::NoCallsLocked);
   bool drained = true;
   {
-    absl::MutexLock lock(&calls_mu_);
+    transport::PlainMutexLock lock(&calls_mu_);
     accepting_ = false;
     shutting_down_.store(true, std::memory_order_release);
-    if (!deadline_nanos) {
-      calls_mu_.Await(no_calls);
-    } else {
-      drained = calls_mu_.AwaitWithTimeout(
-          no_calls, absl::Nanoseconds(std::max<int64_t>(0, *deadline_nanos - NowNanos())));
+    while (!NoCallsLocked()) {
+      if (!deadline_nanos) {
+        drained_cv_.Wait(&calls_mu_);
+      } else if (drained_cv_.WaitWithTimeout(&calls_mu_, *deadline_nanos - NowNanos())) {
+        drained = NoCallsLocked();
+        break;
+      }
     }
   }
   if (!drained) {
     std::vector<ServerCall*> held;
     {
-      absl::MutexLock lock(&calls_mu_);
+      transport::PlainMutexLock lock(&calls_mu_);
       held.reserve(by_id_.size() + unkeyed_.size());
       for (const auto& [key, call] : by_id_) {
         if (call->TryAddHold()) held.push_back(call);
@@ -392,8 +397,9 @@ void ServerImpl::DoShutdown(std::optional<int64_t> deadline_nanos) {
       call->Cancel(Status(StatusCode::CANCELLED, "server shutting down"));
       call->Release();
     }
-    absl::MutexLock lock(&calls_mu_);
-    calls_mu_.Await(no_calls);  // handlers still running return when they notice
+    transport::PlainMutexLock lock(&calls_mu_);
+    // Handlers still running return when they notice.
+    while (!NoCallsLocked()) drained_cv_.Wait(&calls_mu_);
   }
   StopDeadlineTimer();
   executor_->Shutdown();

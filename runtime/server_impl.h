@@ -24,6 +24,7 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
+#include "transport/plain_sync.h"
 #include "runtime/deadline_heap.h"
 #include "runtime/envelope.h"
 #include "runtime/executor.h"
@@ -162,10 +163,14 @@ class ServerImpl {
 
   // Live calls (from registration until OnDone has returned) by (client address, call id),
   // for kCancel; a call whose key is taken (a client reusing a live id) sits in unkeyed_.
-  mutable absl::Mutex calls_mu_;
+  // A PlainMutex (transport/plain_sync.h): every call locks it twice.
+  mutable transport::PlainMutex calls_mu_;
   absl::flat_hash_map<CallKey, ServerCall*> by_id_ ABSL_GUARDED_BY(calls_mu_);
   absl::flat_hash_set<ServerCall*> unkeyed_ ABSL_GUARDED_BY(calls_mu_);
   bool accepting_ ABSL_GUARDED_BY(calls_mu_) = true;
+  // A shutdown waits here for the live set to empty; FinalizeCall signals once accepting_ is
+  // false (nothing is added after that) and the set is empty.
+  transport::PlainCondVar drained_cv_;
 
   // The deadline timer: live calls with a deadline, earliest first, and the thread that
   // cancels them when it passes. timer_wake_nanos_ is when the sleeping thread will wake
@@ -174,7 +179,7 @@ class ServerImpl {
   DeadlineHeap<ServerCall> deadlines_ ABSL_GUARDED_BY(calls_mu_);
   int64_t timer_wake_nanos_ ABSL_GUARDED_BY(calls_mu_) = kTimerAwake;
   bool timer_stop_ ABSL_GUARDED_BY(calls_mu_) = false;
-  absl::CondVar timer_cv_;
+  transport::PlainCondVar timer_cv_;
   std::thread timer_thread_;  // started by Start(), joined by shutdown
 
   absl::Mutex shutdown_mu_;

@@ -1,9 +1,9 @@
-// PlainMutex and PlainNotification: a std::mutex carrying Abseil's thread-safety annotations,
-// and a one-shot event with absl::Notification's contract, for the locks every RPC passes
-// through: per-call state (a ClientContext's cancellation, a callback call's OnCancel
-// protocol, a blocking call's outcome) and the short critical sections of long-lived objects
-// that each call enters (a loop's posted tasks and direct-send routes, the lent-socket and
-// message pools).
+// PlainMutex, PlainCondVar and PlainNotification: a std::mutex carrying Abseil's thread-safety
+// annotations, a condition variable for it, and a one-shot event with absl::Notification's
+// contract, for the locks every RPC passes through: per-call state (a ClientContext's
+// cancellation, a callback call's OnCancel protocol, a blocking call's outcome) and the short
+// critical sections of long-lived objects that each call enters (a loop's posted tasks and
+// direct-send routes, the lent-socket and message pools, a server's call table).
 //
 // Why not absl::Mutex and absl::Notification, as ../shared/STYLE.md asks: the distribution
 // builds Abseil without NDEBUG, which turns its deadlock detector on for every absl::Mutex
@@ -14,9 +14,11 @@
 // detector against 32 ns without, and the detector's spinlock is shared by every thread of
 // the process. These critical sections are a few loads and stores (the lent-socket pool also
 // creates a socket under its lock, once per socket) and never wait on a condition, so a plain
-// futex lock is all they need. Mutexes that wait on conditions (the server's call table and
-// shutdown, the worker pool) and those off the call path stay absl::Mutex. Measured in
-// docs/rpc-benchmarks.md (session 16).
+// futex lock is all they need. The server's call table (two locks a call) waits on
+// conditions too, for its deadline timer and for a shutdown's drain, so it has PlainCondVar;
+// unlike absl::Mutex::Await, a waiter there is woken only by an explicit Signal from the code
+// that changed what it waits for. The worker pool's mutex and those off the call path stay
+// absl::Mutex. Measured in docs/rpc-benchmarks.md (sessions 16 and 17).
 //
 // PlainMutex keeps the annotations, so ABSL_GUARDED_BY, ABSL_EXCLUSIVE_LOCKS_REQUIRED and
 // the *Locked conventions read, and check under clang's -Wthread-safety, as with absl::Mutex.
@@ -25,6 +27,8 @@
 
 #include <atomic>
 #include <cassert>
+#include <chrono>
+#include <cstdint>
 #include <condition_variable>
 #include <mutex>
 
@@ -42,7 +46,39 @@ class ABSL_LOCKABLE PlainMutex {
   void Unlock() ABSL_UNLOCK_FUNCTION() { mu_.unlock(); }
 
  private:
+  friend class PlainCondVar;
   std::mutex mu_;
+};
+
+// A condition variable for PlainMutex, shaped like absl::CondVar: the waiter holds `mu`, which
+// is released while it sleeps and held again when it returns. Wakes may be spurious, so a
+// waiter re-checks its condition in a loop.
+class PlainCondVar {
+ public:
+  PlainCondVar() = default;
+  PlainCondVar(const PlainCondVar&) = delete;
+  PlainCondVar& operator=(const PlainCondVar&) = delete;
+
+  void Wait(PlainMutex* mu) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    std::unique_lock<std::mutex> lock(mu->mu_, std::adopt_lock);
+    cv_.wait(lock);
+    lock.release();  // still held, by the caller
+  }
+  // Returns true when the wait timed out (`nanos` on the monotonic clock; <= 0 returns at once),
+  // as absl::CondVar::WaitWithTimeout does.
+  bool WaitWithTimeout(PlainMutex* mu, int64_t nanos) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    if (nanos <= 0) return true;
+    std::unique_lock<std::mutex> lock(mu->mu_, std::adopt_lock);
+    const bool timed_out =
+        cv_.wait_for(lock, std::chrono::nanoseconds(nanos)) == std::cv_status::timeout;
+    lock.release();
+    return timed_out;
+  }
+  void Signal() { cv_.notify_one(); }
+  void SignalAll() { cv_.notify_all(); }
+
+ private:
+  std::condition_variable cv_;
 };
 
 // Holds `mu` for the scope, like absl::MutexLock.

@@ -1,7 +1,8 @@
-// Tests for PlainMutex and PlainNotification (transport/plain_sync.h).
+// Tests for PlainMutex, PlainCondVar and PlainNotification (transport/plain_sync.h).
 #include "transport/plain_sync.h"
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <thread>
@@ -36,6 +37,76 @@ TEST(PlainMutexTest, ExcludesOtherThreads) {
   EXPECT_EQ(a, int64_t{kThreads} * kRounds);
   EXPECT_EQ(b, a);
   EXPECT_FALSE(torn);
+}
+
+// A producer hands values one at a time to a consumer that waits for each under the mutex: a
+// Wait() that did not release the mutex would deadlock (the producer could never set the
+// slot), and one that returned without the mutex held would race on it (TSan/ASan builds) or
+// lose a value.
+TEST(PlainCondVarTest, WaitReleasesTheMutexAndReturnsWithItHeld) {
+  PlainMutex mu;
+  PlainCondVar cv;
+  int64_t slot = 0;  // 0: empty
+  int64_t sum = 0;
+  constexpr int kValues = 2000;
+  std::thread consumer([&] {
+    for (int i = 0; i < kValues; ++i) {
+      PlainMutexLock lock(&mu);
+      while (slot == 0) cv.Wait(&mu);
+      sum += slot;
+      slot = 0;
+      cv.SignalAll();
+    }
+  });
+  for (int i = 1; i <= kValues; ++i) {
+    PlainMutexLock lock(&mu);
+    while (slot != 0) cv.Wait(&mu);
+    slot = i;
+    cv.SignalAll();
+  }
+  consumer.join();
+  EXPECT_EQ(sum, int64_t{kValues} * (kValues + 1) / 2);
+}
+
+TEST(PlainCondVarTest, WaitWithTimeoutTimesOutWhenNobodySignals) {
+  PlainMutex mu;
+  PlainCondVar cv;
+  PlainMutexLock lock(&mu);
+  EXPECT_TRUE(cv.WaitWithTimeout(&mu, 0));
+  EXPECT_TRUE(cv.WaitWithTimeout(&mu, -5));
+  const auto start = std::chrono::steady_clock::now();
+  // Spurious wake-ups may end a wait early; a timed-out one has waited its time.
+  bool timed_out = false;
+  for (int i = 0; i < 100 && !timed_out; ++i) timed_out = cv.WaitWithTimeout(&mu, 2000000);
+  EXPECT_TRUE(timed_out);
+  EXPECT_GE(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(2));
+}
+
+TEST(PlainCondVarTest, WaitWithTimeoutReturnsFalseWhenSignalled) {
+  PlainMutex mu;
+  PlainCondVar cv;
+  bool waiting = false;
+  bool ready = false;
+  bool timed_out = true;
+  std::thread waiter([&] {
+    PlainMutexLock lock(&mu);
+    waiting = true;  // the mutex is held from here until the wait releases it
+    // A minute: only a signal ends this wait within the test's time.
+    while (!ready) timed_out = cv.WaitWithTimeout(&mu, int64_t{60} * 1000 * 1000 * 1000);
+  });
+  for (bool signalled = false; !signalled;) {
+    {
+      PlainMutexLock lock(&mu);
+      if (waiting) {  // so the waiter is inside WaitWithTimeout
+        ready = true;
+        cv.Signal();
+        signalled = true;
+      }
+    }
+    std::this_thread::yield();
+  }
+  waiter.join();
+  EXPECT_FALSE(timed_out);
 }
 
 TEST(PlainNotificationTest, StartsUnnotifiedAndStaysNotified) {
