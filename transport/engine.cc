@@ -684,6 +684,7 @@ void Engine::Impl::HandleResend(const Address& from, Rpc* rpc, const wire::Packe
   if (out.length == 0) {
     if (out.sent_empty) {
       SendDataPacket(rpc, 0, 0, /*retransmit=*/true, prio);
+      ++stats_.retransmitted_packets;
     } else {
       SendSimple(from, wire::PacketType::kBusy, rpc->id);
     }

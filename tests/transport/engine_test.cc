@@ -85,6 +85,24 @@ TEST_F(EngineTest, Engine_ZeroLengthMessages) {
   EXPECT_EQ(*client->responses[0].result, "");
 }
 
+TEST_F(EngineTest, Engine_LostEmptyResponseIsResentAndCounted) {
+  EchoServer();
+  ASSERT_TRUE(client->engine().SendRequest(server->address(), Buffer(), 0).ok());
+  net.Flush(client);  // the empty request arrives and is answered at once
+  ASSERT_EQ(server->requests.size(), 1u);
+  // Lose the server's empty DATA packet: the client must ask for it again.
+  net.Flush(server, [](const Captured& c) { return c.type() != PacketType::kData; });
+  EXPECT_TRUE(client->responses.empty());
+  net.Ticks(2 * net.config().resend_ticks);
+  ASSERT_EQ(client->responses.size(), 1u);
+  ASSERT_TRUE(client->responses[0].result.ok()) << client->responses[0].result.status();
+  EXPECT_EQ(*client->responses[0].result, "");
+  const EngineStats stats = server->engine().stats();
+  EXPECT_EQ(stats.packets_sent[static_cast<uint8_t>(PacketType::kData)], 2u);
+  // Like any other retransmitted DATA packet (a netns test subtracts these from the count).
+  EXPECT_EQ(stats.retransmitted_packets, 1u);
+}
+
 TEST_F(EngineTest, Engine_CutoffsSetUnscheduledPriority) {
   EchoServer();
   ASSERT_TRUE(client->engine().SendRequest(server->address(), Bytes(10), 0).ok());
