@@ -130,7 +130,9 @@ struct Config {
   // A one-packet request started on a thread other than the loop's, while the loop sleeps, is
   // sent by that thread itself (one sendmsg) and handed to the loop without waking it: the
   // request leaves at once and the loop is woken once per call (by the response) instead of
-  // twice. False: every request goes through the loop thread (for A/B measurement).
+  // twice. A one-packet response from a thread other than the loop's (a worker) is sent by
+  // that thread too, whether the loop sleeps or not (loop.cc, DESIGN NOTES). False: every
+  // request and response goes through the loop thread (for A/B measurement).
   bool direct_send = true;
 
   // Returns INVALID_ARGUMENT naming the first bad field.

@@ -244,7 +244,7 @@ void Endpoint::Reply(const IncomingRequest& request, MessageBytes response) {
     loop->SendResponse(request.rpc, std::move(response));
     return;
   }
-  // A one-packet response to a sleeping loop leaves from this thread (loop.cc, DESIGN NOTES).
+  // A one-packet response leaves from this thread (loop.cc, DESIGN NOTES).
   Loop::DirectPacket direct;
   const bool go_direct = loop->PrepareDirect(request.rpc.client, response, &direct,
                                              request.rpc.id);

@@ -19,8 +19,14 @@
 // sleeping thread costs more CPU here than the whole send, and the request leaves at once. The
 // loop adopts the RPC later (AdoptDirectRpc, posted WITHOUT a wake-up), typically when the
 // response wakes it. A server's worker thread answering with a one-packet response does the
-// same (AdoptDirectResponse): the loop adopts it at its next wake-up (its tick, or the
-// client's next packet). Ordering: the caller posts the adoption before it sends, and the loop
+// same (AdoptDirectResponse), and does so whether the loop sleeps or not: the loop adopts it
+// at its next round, or at its next wake-up (its tick, or the client's next packet). Posting
+// the response to an awake loop costs the worker no system call, but the response then waits
+// until the loop next gets a CPU, and on a machine with fewer cores than spinning threads (a
+// caller, the loop and a worker on 2 CPUs) that is a context switch on every call: a 64 B
+// call through the worker pool took 27-79 us, 22-35 us with the worker sending
+// (docs/rpc-benchmarks.md, session 17). The send costs the same system call either way, on
+// the worker's CPU instead of the loop's. Ordering: the caller posts the adoption before it sends, and the loop
 // runs pending posts before it hands any received packet to the engine, so the response
 // always finds its RPC (the post happens before the send, which happens before the response
 // can arrive). The packet's bytes are copied (one packet, at most an MTU) so the send cannot
@@ -108,7 +114,7 @@ bool Loop::PrepareDirect(const Address& dest, const MessageBytes& request, Direc
                          RpcId response_to) {
   if (!direct_send_) return false;
   if (response_to == 0 && !SparseCalls()) return false;
-  if (!sleeping_.load()) return false;
+  if (response_to == 0 && !sleeping_.load()) return false;  // responses: asleep or not
   if (request.size() > engine_->direct_max_bytes()) return false;
   Engine::DirectRoute route;
   wire::AckEntry ack;

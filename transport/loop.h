@@ -100,9 +100,10 @@ class Loop final : public EngineHandler {
     OutPacket packet;       // payload in a thread-local copy, valid until this thread's next call
   };
   // Prepares `message` to `dest` for a direct send and returns true when it qualifies: the
-  // loop is asleep (posting to an awake loop costs no system call), the message fits one
-  // packet, the loop knows the route to `dest` (it has exchanged RPCs with it), and, for a
-  // request, requests have been sparse (SparseCalls). A request
+  // message fits one packet, the loop knows the route to `dest` (it has exchanged RPCs with
+  // it), and, for a request, the loop is asleep (an awake one sends it with no wake-up) and
+  // requests have been sparse (SparseCalls). A response qualifies whether the loop is asleep
+  // or not (loop.cc, DESIGN NOTES). A request
   // gets a fresh id (`response_to` 0): then post AdoptDirectRpc with `direct->id`, without
   // waking, and call SendDirect. A response to server RPC `response_to` (from `dest`): post
   // AdoptDirectResponse likewise.

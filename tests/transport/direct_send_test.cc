@@ -1,6 +1,6 @@
 // Tests of direct sends (transport/loop.cc, DESIGN NOTES): a one-packet request made on a
-// caller's thread while the loop sleeps leaves from that thread and is adopted by the loop
-// later. Over real UDP on loopback, for each I/O backend: the responses find their RPCs, the
+// caller's thread while the loop sleeps, or a one-packet response made on a worker's thread
+// whether the loop sleeps or not, leaves from that thread and is adopted by the loop later. Over real UDP on loopback, for each I/O backend: the responses find their RPCs, the
 // path is really taken (and not when disabled), deadlines still fire when the loop would have
 // slept past them, losses are recovered, and larger requests keep going through the loop.
 #include <gtest/gtest.h>
@@ -127,6 +127,54 @@ TEST_P(DirectSendTest, DirectSend_WorkerThreadAnswersWhileServerLoopSleeps) {
   EXPECT_GT(stats.direct_sends, 0u);
   EXPECT_EQ(stats.responses_delivered, 0u);
   EXPECT_EQ((*client)->stats().responses_delivered, 50u);
+}
+
+TEST_P(DirectSendTest, DirectSend_WorkerAnswersDirectlyWhileServerLoopIsAwake) {
+  // A server loop that spins for a second after each request is awake whenever the worker
+  // replies; a one-packet response still leaves from the worker's thread (posting it would
+  // make the reply wait until the loop next gets a CPU: loop.cc, DESIGN NOTES).
+  struct Worker {
+    absl::Mutex mu;
+    std::deque<IncomingRequest> queue ABSL_GUARDED_BY(mu);
+    bool stop ABSL_GUARDED_BY(mu) = false;
+  };
+  Worker worker;
+  EndpointOptions server_options = Options();
+  server_options.config.poll_usecs = 1000000;
+  auto server = Endpoint::Create(server_options, [&worker](IncomingRequest r) {
+    absl::MutexLock lock(&worker.mu);
+    worker.queue.push_back(std::move(r));
+  });
+  ASSERT_TRUE(server.ok()) << server.status();
+  Endpoint* server_endpoint = server->get();
+  std::thread replier([&worker, server_endpoint] {
+    for (;;) {
+      IncomingRequest r;
+      {
+        absl::MutexLock lock(&worker.mu);
+        worker.mu.Await(absl::Condition(
+            +[](Worker* w) ABSL_NO_THREAD_SAFETY_ANALYSIS { return w->stop || !w->queue.empty(); },
+            &worker));
+        if (worker.queue.empty()) return;
+        r = std::move(worker.queue.front());
+        worker.queue.pop_front();
+      }
+      Buffer copy = std::move(r.payload);
+      server_endpoint->Reply(r, std::move(copy));
+    }
+  });
+  auto client = Endpoint::Create(Options());
+  ASSERT_TRUE(client.ok()) << client.status();
+  constexpr int kCalls = 30;
+  EchoCalls(**client, (*server)->local_address(), kCalls, 300);
+  {
+    absl::MutexLock lock(&worker.mu);
+    worker.stop = true;
+  }
+  replier.join();
+  EXPECT_EQ((*server)->stats().direct_sends, static_cast<uint64_t>(kCalls))
+      << "every response fit one packet and had a route: each left from the worker";
+  EXPECT_EQ((*client)->stats().responses_delivered, static_cast<uint64_t>(kCalls));
 }
 
 TEST_P(DirectSendTest, DirectSend_DisabledSendsEverythingThroughTheLoop) {
