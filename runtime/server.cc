@@ -375,7 +375,12 @@ void ServerImpl::DoShutdown(std::optional<int64_t> deadline_nanos) {
     while (!NoCallsLocked()) {
       if (!deadline_nanos) {
         drained_cv_.Wait(&calls_mu_);
-      } else if (drained_cv_.WaitWithTimeout(&calls_mu_, *deadline_nanos - NowNanos())) {
+        continue;
+      }
+      const int64_t now = NowNanos();
+      // A deadline long past (even INT64_MIN) must not overflow the subtraction.
+      const int64_t left = *deadline_nanos > now ? *deadline_nanos - now : 0;
+      if (drained_cv_.WaitWithTimeout(&calls_mu_, left)) {
         drained = NoCallsLocked();
         break;
       }

@@ -264,6 +264,9 @@ void Engine::Impl::RetransmitDirect(const Address& peer, RpcId id, bool response
     if (it != client_rpcs_.end()) rpc = it->second.get();
   }
   if (rpc == nullptr || rpc->state != RpcState::kOutgoing || !rpc->out.FullySent()) return;
+  // The adoption counted the packet the kernel refused; the loop's own send counts it again.
+  --stats_.packets_sent[static_cast<uint8_t>(wire::PacketType::kData)];
+  stats_.data_bytes_sent -= rpc->out.length;
   rpc->out.next_xmit = 0;
   rpc->out.sent_empty = false;
   UpdateSending(rpc);

@@ -43,8 +43,11 @@ void Engine::Impl::Pump() {
 uint32_t Engine::Impl::TransmitFrom(Rpc* rpc, uint32_t max_bytes) {
   OutMessage& out = rpc->out;
   const int64_t now = now_;
+  // After a restart every packet is a retransmission (PROTOCOL.md), and counted as one.
+  const bool restarted = rpc->restarts > 0;
   if (out.NeedsEmptyPacket()) {
-    SendDataPacket(rpc, 0, 0, /*retransmit=*/false, UnschedPriorityFor(rpc->peer, 0));
+    SendDataPacket(rpc, 0, 0, /*retransmit=*/restarted, UnschedPriorityFor(rpc->peer, 0));
+    if (restarted) ++stats_.retransmitted_packets;
     out.sent_empty = true;
     UpdateSending(rpc);
     return 0;
@@ -54,10 +57,10 @@ uint32_t Engine::Impl::TransmitFrom(Rpc* rpc, uint32_t max_bytes) {
   while (out.HasSendable() && sent < max_bytes) {
     if (sent > 0 && !rpc->peer->unpaced && !pacer_.MaySend(now, out.remaining())) break;
     const uint8_t prio = out.next_xmit < out.unscheduled ? unsched_prio : out.sched_priority;
-    // After a restart every packet is a retransmission (PROTOCOL.md).
     const uint32_t len =
         SendDataPacket(rpc, out.next_xmit, std::min(rpc->peer->payload_per_packet, out.remaining()),
-                       /*retransmit=*/rpc->restarts > 0, prio);
+                       /*retransmit=*/restarted, prio);
+    if (restarted) ++stats_.retransmitted_packets;
     out.next_xmit += len;
     sent += len;
   }

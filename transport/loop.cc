@@ -26,8 +26,12 @@
 // caller, the loop and a worker on 2 CPUs) that is a context switch on every call: a 64 B
 // call through the worker pool took 27-79 us, 22-35 us with the worker sending
 // (docs/rpc-benchmarks.md, session 17). The send costs the same system call either way, on
-// the worker's CPU instead of the loop's. Ordering: the caller posts the adoption before it sends, and the loop
-// runs pending posts before it hands any received packet to the engine, so the response
+// the worker's CPU instead of the loop's. Such a packet passes the pacer (a loop that is
+// transmitting a long message meanwhile does not wait for it), and is charged to it when the
+// loop adopts it: at most one packet per response ahead of the pacer, as Homa lets messages
+// under defer_min_bytes bypass its throttle. Ordering: the caller posts the adoption before it
+// sends, and the loop runs pending posts before it hands any received packet to the engine,
+// so the response
 // always finds its RPC (the post happens before the send, which happens before the response
 // can arrive). The packet's bytes are copied (one packet, at most an MTU) so the send cannot
 // race with the adopted RPC being aborted and freed. The caller wakes the loop anyway when

@@ -65,9 +65,12 @@ class PlainCondVar {
     lock.release();  // still held, by the caller
   }
   // Returns true when the wait timed out (`nanos` on the monotonic clock; <= 0 returns at once),
-  // as absl::CondVar::WaitWithTimeout does.
+  // as absl::CondVar::WaitWithTimeout does. Waits longer than kMaxWaitNanos (~36 years) are cut
+  // to it: the library adds the timeout to the clock's reading unchecked.
+  static constexpr int64_t kMaxWaitNanos = int64_t{1} << 60;
   bool WaitWithTimeout(PlainMutex* mu, int64_t nanos) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
     if (nanos <= 0) return true;
+    if (nanos > kMaxWaitNanos) nanos = kMaxWaitNanos;
     std::unique_lock<std::mutex> lock(mu->mu_, std::adopt_lock);
     const bool timed_out =
         cv_.wait_for(lock, std::chrono::nanoseconds(nanos)) == std::cv_status::timeout;

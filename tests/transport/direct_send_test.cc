@@ -1,8 +1,9 @@
 // Tests of direct sends (transport/loop.cc, DESIGN NOTES): a one-packet request made on a
 // caller's thread while the loop sleeps, or a one-packet response made on a worker's thread
-// whether the loop sleeps or not, leaves from that thread and is adopted by the loop later. Over real UDP on loopback, for each I/O backend: the responses find their RPCs, the
-// path is really taken (and not when disabled), deadlines still fire when the loop would have
-// slept past them, losses are recovered, and larger requests keep going through the loop.
+// whether the loop sleeps or not, leaves from that thread and is adopted by the loop later.
+// Over real UDP on loopback, for each I/O backend: the responses find their RPCs, the path is
+// really taken (and not when disabled), deadlines still fire when the loop would have slept
+// past them, losses are recovered, and larger requests keep going through the loop.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -99,6 +100,9 @@ TEST_P(DirectSendTest, DirectSend_WorkerThreadAnswersWhileServerLoopSleeps) {
   });
   ASSERT_TRUE(server.ok()) << server.status();
   self->store(server->get());
+  // Before the replier starts: an ASSERT that returns must not leave it joinable.
+  auto client = Endpoint::Create(Options());
+  ASSERT_TRUE(client.ok()) << client.status();
   std::thread replier([worker, self] {
     for (;;) {
       IncomingRequest r;
@@ -115,8 +119,6 @@ TEST_P(DirectSendTest, DirectSend_WorkerThreadAnswersWhileServerLoopSleeps) {
       self->load()->Reply(r, std::move(copy));
     }
   });
-  auto client = Endpoint::Create(Options());
-  ASSERT_TRUE(client.ok()) << client.status();
   EchoCalls(**client, (*server)->local_address(), 50, 300);
   {
     absl::MutexLock lock(&worker->mu);
@@ -147,6 +149,9 @@ TEST_P(DirectSendTest, DirectSend_WorkerAnswersDirectlyWhileServerLoopIsAwake) {
   });
   ASSERT_TRUE(server.ok()) << server.status();
   Endpoint* server_endpoint = server->get();
+  // Before the replier starts: an ASSERT that returns must not leave it joinable.
+  auto client = Endpoint::Create(Options());
+  ASSERT_TRUE(client.ok()) << client.status();
   std::thread replier([&worker, server_endpoint] {
     for (;;) {
       IncomingRequest r;
@@ -163,8 +168,6 @@ TEST_P(DirectSendTest, DirectSend_WorkerAnswersDirectlyWhileServerLoopIsAwake) {
       server_endpoint->Reply(r, std::move(copy));
     }
   });
-  auto client = Endpoint::Create(Options());
-  ASSERT_TRUE(client.ok()) << client.status();
   constexpr int kCalls = 30;
   EchoCalls(**client, (*server)->local_address(), kCalls, 300);
   {

@@ -109,11 +109,16 @@ TEST_F(EngineDirectTest, LostDirectPacketIsRecoveredByTheTimers) {
 
 TEST_F(EngineDirectTest, RetransmitDirectSendsARefusedPacketAgainAtOnce) {
   const std::string payload = "refused by the kernel";
+  const auto data_sent = [this] {
+    return client->engine().stats().packets_sent[static_cast<uint8_t>(wire::PacketType::kData)];
+  };
+  const uint64_t sent_before = data_sent();
   const RpcId id = client->engine().ReserveClientId();
   ASSERT_TRUE(
       client->engine().AdoptSentRequest(server->address(), id, Buffer::CopyOf(payload), 9).ok());
   client->engine().RetransmitDirect(server->address(), id, /*response=*/false);
   ASSERT_EQ(client->CountType(wire::PacketType::kData), 1u);
+  EXPECT_EQ(data_sent(), sent_before + 1) << "the refused packet never left: counted once";
   net.Settle();
   ASSERT_EQ(client->responses.size(), 2u);
   EXPECT_EQ(*client->responses.back().result, payload);

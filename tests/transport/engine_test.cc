@@ -377,6 +377,9 @@ TEST_F(EngineTest, Engine_AllRequestPacketsLostRestarts) {
   EXPECT_EQ(client->engine().stats().resends_sent, 1u);
   EXPECT_EQ(server->engine().stats().packets_sent[0x13], 1u) << "RPC_UNKNOWN";
   EXPECT_EQ(client->engine().stats().restarts, 1u);
+  // 3000 bytes are three packets, sent twice; the second time they are retransmissions.
+  EXPECT_EQ(client->engine().stats().packets_sent[static_cast<uint8_t>(PacketType::kData)], 6u);
+  EXPECT_EQ(client->engine().stats().retransmitted_packets, 3u);
   ASSERT_EQ(client->responses.size(), 1u);
   EXPECT_TRUE(client->responses[0].result.ok());
   EXPECT_EQ(server->requests.size(), 1u);

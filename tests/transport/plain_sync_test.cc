@@ -4,6 +4,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <thread>
 #include <vector>
@@ -91,8 +92,9 @@ TEST(PlainCondVarTest, WaitWithTimeoutReturnsFalseWhenSignalled) {
   std::thread waiter([&] {
     PlainMutexLock lock(&mu);
     waiting = true;  // the mutex is held from here until the wait releases it
-    // A minute: only a signal ends this wait within the test's time.
-    while (!ready) timed_out = cv.WaitWithTimeout(&mu, int64_t{60} * 1000 * 1000 * 1000);
+    // Forever (the longest timeout there is, which the clock arithmetic must not overflow
+    // into a wait that ends at once): only the signal ends it.
+    while (!ready) timed_out = cv.WaitWithTimeout(&mu, std::numeric_limits<int64_t>::max());
   });
   for (bool signalled = false; !signalled;) {
     {
