@@ -366,25 +366,27 @@ void ServerImpl::Wait() {
   shutdown_mu_.Await(absl::Condition(&shutdown_done_));
 }
 
+bool ServerImpl::AwaitNoCallsLocked(std::optional<int64_t> deadline_nanos) {
+  while (!NoCallsLocked()) {
+    if (!deadline_nanos) {
+      drained_cv_.Wait(&calls_mu_);
+      continue;
+    }
+    const int64_t now = NowNanos();
+    // A deadline long past (even INT64_MIN) must not overflow the subtraction.
+    const int64_t left = *deadline_nanos > now ? *deadline_nanos - now : 0;
+    if (drained_cv_.WaitWithTimeout(&calls_mu_, left)) return NoCallsLocked();
+  }
+  return true;
+}
+
 void ServerImpl::DoShutdown(std::optional<int64_t> deadline_nanos) {
-  bool drained = true;
+  bool drained;
   {
     transport::PlainMutexLock lock(&calls_mu_);
     accepting_ = false;
     shutting_down_.store(true, std::memory_order_release);
-    while (!NoCallsLocked()) {
-      if (!deadline_nanos) {
-        drained_cv_.Wait(&calls_mu_);
-        continue;
-      }
-      const int64_t now = NowNanos();
-      // A deadline long past (even INT64_MIN) must not overflow the subtraction.
-      const int64_t left = *deadline_nanos > now ? *deadline_nanos - now : 0;
-      if (drained_cv_.WaitWithTimeout(&calls_mu_, left)) {
-        drained = NoCallsLocked();
-        break;
-      }
-    }
+    drained = AwaitNoCallsLocked(deadline_nanos);
   }
   if (!drained) {
     std::vector<ServerCall*> held;
@@ -403,8 +405,7 @@ void ServerImpl::DoShutdown(std::optional<int64_t> deadline_nanos) {
       call->Release();
     }
     transport::PlainMutexLock lock(&calls_mu_);
-    // Handlers still running return when they notice.
-    while (!NoCallsLocked()) drained_cv_.Wait(&calls_mu_);
+    AwaitNoCallsLocked(std::nullopt);  // handlers still running return when they notice
   }
   StopDeadlineTimer();
   executor_->Shutdown();

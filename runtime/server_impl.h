@@ -147,6 +147,11 @@ class ServerImpl {
   bool NoCallsLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(calls_mu_) {
     return by_id_.empty() && unkeyed_.empty();
   }
+  // Waits (releasing calls_mu_ meanwhile) until no call is live, or until `deadline_nanos`
+  // (NowNanos) when given; returns whether none is. Only once accepting_ is false: FinalizeCall
+  // signals drained_cv_ then.
+  bool AwaitNoCallsLocked(std::optional<int64_t> deadline_nanos)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(calls_mu_);
   // The deadline timer's thread (server.cc, DESIGN NOTES).
   void DeadlineTimerMain();
   void StopDeadlineTimer();

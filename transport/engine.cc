@@ -687,7 +687,6 @@ void Engine::Impl::HandleResend(const Address& from, Rpc* rpc, const wire::Packe
   if (out.length == 0) {
     if (out.sent_empty) {
       SendDataPacket(rpc, 0, 0, /*retransmit=*/true, prio);
-      ++stats_.retransmitted_packets;
     } else {
       SendSimple(from, wire::PacketType::kBusy, rpc->id);
     }
@@ -714,7 +713,6 @@ void Engine::Impl::HandleResend(const Address& from, Rpc* rpc, const wire::Packe
     const uint32_t len =
         SendDataPacket(rpc, offset, std::min(packet, out.length - offset),
                        /*retransmit=*/true, prio);
-    ++stats_.retransmitted_packets;
     offset += len;
   }
 }

@@ -135,9 +135,9 @@ class Engine::Impl {
   // Sends DATA packets of rpc->out from next_xmit while granted and the pacer allows; returns
   // bytes of payload sent.
   uint32_t TransmitFrom(Rpc* rpc, uint32_t max_bytes);
-  // Sends one DATA packet covering [offset, offset + len).
   // Sends the DATA packet at `offset` with at most `max_len` payload bytes (fewer where a
   // gathered message would need a third iovec: MessageBytes::Gather) and returns its length.
+  // Counts it in packets_sent and, with `retransmit`, in retransmitted_packets.
   uint32_t SendDataPacket(Rpc* rpc, uint32_t offset, uint32_t max_len, bool retransmit,
                           uint8_t priority);
   void SendControl(const Address& to, wire::Packet& p);

@@ -43,11 +43,10 @@ void Engine::Impl::Pump() {
 uint32_t Engine::Impl::TransmitFrom(Rpc* rpc, uint32_t max_bytes) {
   OutMessage& out = rpc->out;
   const int64_t now = now_;
-  // After a restart every packet is a retransmission (PROTOCOL.md), and counted as one.
+  // After a restart every packet is a retransmission (PROTOCOL.md).
   const bool restarted = rpc->restarts > 0;
   if (out.NeedsEmptyPacket()) {
     SendDataPacket(rpc, 0, 0, /*retransmit=*/restarted, UnschedPriorityFor(rpc->peer, 0));
-    if (restarted) ++stats_.retransmitted_packets;
     out.sent_empty = true;
     UpdateSending(rpc);
     return 0;
@@ -60,7 +59,6 @@ uint32_t Engine::Impl::TransmitFrom(Rpc* rpc, uint32_t max_bytes) {
     const uint32_t len =
         SendDataPacket(rpc, out.next_xmit, std::min(rpc->peer->payload_per_packet, out.remaining()),
                        /*retransmit=*/restarted, prio);
-    if (restarted) ++stats_.retransmitted_packets;
     out.next_xmit += len;
     sent += len;
   }
@@ -96,6 +94,7 @@ uint32_t Engine::Impl::SendDataPacket(Rpc* rpc, uint32_t offset, uint32_t max_le
   sink_->Send(op);
   if (!peer->unpaced) pacer_.OnTransmit(now_, len, op.header_len);
   ++stats_.packets_sent[static_cast<uint8_t>(wire::PacketType::kData)];
+  if (retransmit) ++stats_.retransmitted_packets;
   stats_.data_bytes_sent += len;
   return len;
 }

@@ -31,9 +31,8 @@
 // loop adopts it: at most one packet per response ahead of the pacer, as Homa lets messages
 // under defer_min_bytes bypass its throttle. Ordering: the caller posts the adoption before it
 // sends, and the loop runs pending posts before it hands any received packet to the engine,
-// so the response
-// always finds its RPC (the post happens before the send, which happens before the response
-// can arrive). The packet's bytes are copied (one packet, at most an MTU) so the send cannot
+// so the response always finds its RPC (the post happens before the send, which happens
+// before the response can arrive). The packet's bytes are copied (one packet, at most an MTU) so the send cannot
 // race with the adopted RPC being aborted and freed. The caller wakes the loop anyway when
 // the loop would sleep past the RPC's first RESEND time or its deadline; if the send failed,
 // the loop is asked (with a wake-up) to transmit the message itself.
@@ -117,8 +116,9 @@ bool Loop::Post(absl::AnyInvocable<void()> fn, bool wake) {
 bool Loop::PrepareDirect(const Address& dest, const MessageBytes& request, DirectPacket* direct,
                          RpcId response_to) {
   if (!direct_send_) return false;
-  if (response_to == 0 && !SparseCalls()) return false;
-  if (response_to == 0 && !sleeping_.load()) return false;  // responses: asleep or not
+  // A request only while calls are sparse and the loop sleeps (SparseCalls must see every
+  // request); a response whether the loop sleeps or not (DESIGN NOTES).
+  if (response_to == 0 && (!SparseCalls() || !sleeping_.load())) return false;
   if (request.size() > engine_->direct_max_bytes()) return false;
   Engine::DirectRoute route;
   wire::AckEntry ack;
