@@ -388,10 +388,7 @@ void Engine::Impl::EndRpc(Rpc* rpc) {
       // Two old ones go for each new one: expiry keeps up with any steady rate of RPCs, so the
       // tick finds (almost) nothing left to do (engine_timer.cc, DESIGN NOTES).
       ExpireTombstones(now_, 2);
-      tombstones_.insert(key);
-      tombstone_expiry_.emplace_back(
-          now_ + 2 * int64_t{config_.timeout_ticks} * config_.tick_usecs * 1000,
-          key);
+      tombstones_.Add(key, now_ + 2 * int64_t{config_.timeout_ticks} * config_.tick_usecs * 1000);
       stats_.tombstones = tombstones_.size();
     }
   }
@@ -419,8 +416,7 @@ EngineMemory Engine::Impl::memory() const {
   m.total_state_bytes = client_rpcs_.size() * m.bytes_per_client_rpc +
                         server_rpcs_.size() * m.bytes_per_server_rpc +
                         peers_.size() * m.bytes_per_peer +
-                        tombstones_.size() * (sizeof(ServerKey) + 1 + sizeof(int64_t) +
-                                              sizeof(ServerKey));
+                        tombstones_.size() * Tombstones::kBytesPerEntry;
   return m;
 }
 
@@ -563,7 +559,7 @@ Rpc* Engine::Impl::ServerRpcForData(const Address& from, const wire::Packet& p) 
     }
     return rpc;
   }
-  if (tombstones_.contains(key)) {
+  if (tombstones_.Contains(key)) {
     ++stats_.duplicate_requests_suppressed;
     stats_.duplicate_data_bytes += p.payload.size();
     return nullptr;

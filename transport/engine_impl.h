@@ -8,32 +8,18 @@
 
 #include <algorithm>
 #include <atomic>
-#include <deque>
 #include <memory>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
-#include "absl/container/flat_hash_set.h"
 #include "transport/engine.h"
 #include "transport/grant.h"
 #include "transport/pacer.h"
 #include "transport/peer.h"
 #include "transport/rpc.h"
+#include "transport/tombstones.h"
 
 namespace homarpc::transport {
-
-// A server RPC is named by the client's address and the server-side id.
-struct ServerKey {
-  Address client;
-  uint64_t id;
-  friend bool operator==(const ServerKey& a, const ServerKey& b) {
-    return a.id == b.id && a.client == b.client;
-  }
-  template <typename H>
-  friend H AbslHashValue(H h, const ServerKey& k) {
-    return H::combine(std::move(h), k.client, k.id);
-  }
-};
 
 class Engine::Impl {
  public:
@@ -191,8 +177,7 @@ class Engine::Impl {
   // Server RPCs recently ended after delivery: a late duplicate of their request must not run
   // again (at-most-once). Expire after 2 x timeout_ticks, a few at each RPC's end and the rest
   // at the tick (engine_timer.cc, DESIGN NOTES).
-  absl::flat_hash_set<ServerKey> tombstones_;
-  std::deque<std::pair<int64_t, ServerKey>> tombstone_expiry_;
+  Tombstones tombstones_;
   std::vector<std::unique_ptr<Rpc>> dead_;
   std::vector<Peer*> peers_with_acks_;
   // The clock, read once per entry into the engine (HandlePacket, OnTimer and the application
