@@ -9,6 +9,9 @@
 // round trip costs ~5 us, so an idle loop keeps polling for up to poll_usecs (Homa's default
 // 50 us) before it sleeps, when SpinPolicy (loop.h) expects work soon. poll_usecs = 0 sleeps
 // at once (the "blocking" mode the benchmark reports).
+// Naps: a loop that spins while another thread spins on the same CPU sleeps once, briefly, so
+// that its wake-up can place it on an idle CPU (YieldPolicy in sched.h); the nap is the usual
+// sleep below, cut to YieldPolicy::kNapNanos.
 //
 // Scheduler slice: a loop thread asks for a short one (transport/sched.h), so that a loop
 // woken by a packet runs at once rather than after the slice of a thread doing batch work.
@@ -229,21 +232,28 @@ void Loop::RunUntil(absl::FunctionRef<bool()> done, int64_t wake_by_nanos) {
     }
     idle = true;
     const int64_t spin = spin_policy_.Budget(engine_->MidTransfer(), !pending_.empty());
+    const int64_t next_wake = NextWakeNanos();
+    int64_t wake_at = std::min(next_wake, wake_by_nanos);
     if (now - idle_since < spin) {
       // Spin politely: when more threads want to run than there are cores (a blocking caller,
       // this loop and a server loop on 2 cores), a spinning thread that keeps its core until
       // its budget runs out delays the one that has work by that much on every call. But a
       // yield is a system call on the path of the next datagram, so only as often as
-      // YieldPolicy finds somebody else wants this CPU.
-      yield_policy_.MaybeYield(now);
+      // YieldPolicy finds somebody else wants this CPU. When it keeps finding that, a short
+      // sleep lets the kernel's wake-up move this thread to an idle CPU (YieldPolicy, naps):
+      // the sleep below, until a datagram, a Post(), a timer or kNapNanos.
+      if (!yield_policy_.TakeNap(now)) {
+        yield_policy_.MaybeYield(now);
+        continue;
+      }
+      wake_at = std::min(wake_at, now + YieldPolicy::kNapNanos);
+    } else if (spin_nanos_ > 0 && next_wake - now <= spin_nanos_) {
+      // A timer due within the spin time (the pacer releasing the next packets, typically) is
+      // waited for by spinning: a sleep that short costs a wake-up, or a whole millisecond
+      // where the kernel's timeout granularity is coarse.
       continue;
     }
-    // A timer due within the spin time (the pacer releasing the next packets, typically) is
-    // waited for by spinning: a sleep that short costs a wake-up, or a whole millisecond where
-    // the kernel's timeout granularity is coarse.
-    if (spin_nanos_ > 0 && NextWakeNanos() - now <= spin_nanos_) continue;
-    // Sleep until a datagram, a Post() or the next timer.
-    const int64_t wake_at = std::min(NextWakeNanos(), wake_by_nanos);
+    // Sleep until a datagram, a Post() or the next timer (or the nap's end).
     wake_at_nanos_.store(wake_at);  // before sleeping_: a direct sender reads it after
     sleeping_.store(true);
     if (posted_count_.load() == 0 && !done()) {

@@ -61,6 +61,38 @@ bool NameThisThread(absl::string_view name) {
   return prctl(PR_SET_NAME, buffer, 0, 0, 0) == 0;
 }
 
+void YieldPolicy::OnYield(int64_t before, int64_t after) {
+  if (after - before <= kContendedNanos) return;
+  contended_until_ = after + kHoldNanos;
+  if (long_yields_ == 0 || after - long_yields_since_ > kNapWindowNanos) {
+    long_yields_ = 0;
+    off_cpu_nanos_ = 0;
+    long_yields_since_ = after;
+  }
+  ++long_yields_;
+  off_cpu_nanos_ += after - before;
+  if (long_yields_ >= kNapMinLongYields && off_cpu_nanos_ >= kNapOffCpuNanos &&
+      (last_nap_ == 0 || after - last_nap_ >= nap_interval_)) {
+    nap_due_ = true;
+  }
+}
+
+bool YieldPolicy::TakeNap(int64_t now) {
+  if (!nap_due_) return false;
+  nap_due_ = false;
+  long_yields_ = 0;
+  off_cpu_nanos_ = 0;
+  // Wanted again this soon after the last one: that nap found no idle CPU. Back off.
+  if (last_nap_ != 0 && now - last_nap_ < 2 * nap_interval_) {
+    nap_interval_ = std::min(2 * nap_interval_, kMaxNapIntervalNanos);
+  } else {
+    nap_interval_ = kMinNapIntervalNanos;
+  }
+  last_nap_ = now;
+  ++naps_;
+  return true;
+}
+
 void YieldPolicy::MaybeYield(int64_t now) {
   if (!ShouldYield(now)) return;
   const Clock* clock = MonotonicClock::Get();

@@ -43,7 +43,8 @@ inline constexpr size_t kMaxThreadNameBytes = 15;  // the kernel's TASK_COMM_LEN
 bool NameThisThread(absl::string_view name);
 
 // YieldPolicy: when a spinning thread gives its CPU away with sched_yield (an idle transport
-// loop, Loop::RunUntil; an idle handler worker, runtime/executor.cc).
+// loop, Loop::RunUntil; an idle handler worker, runtime/executor.cc), and when it steps off
+// its CPU for a nap.
 //
 // A yield is a system call (~1.1 us on these VMs), and a datagram that lands during one waits
 // for it to return: yielding on every idle round cost a 64 B call ~1.1 us (12.1 -> 10.9 us
@@ -56,12 +57,37 @@ bool NameThisThread(absl::string_view name);
 // yielding on every round. A yield that returns at once costs one system call in
 // kProbeRounds. A hypervisor's stolen slice during a probe also looks like contention; it
 // costs one hold.
+//
+// Naps. Two spinners that share a CPU while another CPU idles stay that way for tens of
+// milliseconds: each runs only when the other yields, so both look cache-hot to the kernel's
+// load balancer, which will not move a hot thread. This happens whenever a sleeping loop is
+// woken onto its waker's CPU (the kernel's wake-up places it there when it finds no idle CPU
+// in a quick search), and `homarpc-bench unary` hit it at the start of 5 runs in 12: up to 87%
+// of the first 3000 calls took over p50 + 10 us, and the run's p99 went from ~47 to 78-91 us
+// (docs/rpc-benchmarks.md, session 18). Yielding never ends it; sleeping does: a thread woken
+// from a sleep is placed afresh, on an idle CPU if there is one (two spinners started on one
+// CPU were apart 20 ms later in 8-9 trials of 20 by yielding alone, in 20 of 20 when one of
+// them slept 50 us once). So once yields that ran somebody else have kept the thread off its
+// CPU for kNapOffCpuNanos in all, in at least kNapMinLongYields of them within kNapWindowNanos,
+// TakeNap() says the thread should sleep for at most kNapNanos. That is a quarter of the
+// window lost to others, whether to a spinner that yields back every few microseconds or to a
+// thread that keeps the CPU for a whole slice; a hypervisor's ~25 us interruptions, ~1400 a
+// second here, lose a few percent. Where no CPU is idle (three spinners on two cores) a nap
+// cures nothing: naps wanted again within twice the current interval double the interval
+// before the next one may be taken (kMinNapIntervalNanos up to kMaxNapIntervalNanos), so such
+// a thread naps about once a second, and one whose naps work naps again as soon as it needs to.
 // One per spinning thread; not thread-safe.
 class YieldPolicy {
  public:
   static constexpr uint32_t kProbeRounds = 16;
   static constexpr int64_t kContendedNanos = 5000;
   static constexpr int64_t kHoldNanos = 500000;
+  static constexpr int64_t kNapWindowNanos = 4000000;
+  static constexpr int64_t kNapOffCpuNanos = 1000000;
+  static constexpr uint32_t kNapMinLongYields = 2;
+  static constexpr int64_t kNapNanos = 50000;
+  static constexpr int64_t kMinNapIntervalNanos = 4000000;
+  static constexpr int64_t kMaxNapIntervalNanos = 1000000000;
 
   // Whether this round yields.
   bool ShouldYield(int64_t now) {
@@ -73,14 +99,28 @@ class YieldPolicy {
   void MaybeYield(int64_t now);
 
   // A yield began at `before` and returned at `after`.
-  void OnYield(int64_t before, int64_t after) {
-    if (after - before > kContendedNanos) contended_until_ = after + kHoldNanos;
-  }
+  void OnYield(int64_t before, int64_t after);
   bool contended(int64_t now) const { return now < contended_until_; }
+
+  // Whether the thread should nap now (for at most kNapNanos, then spin on): true once per
+  // nap, which it records as taken at `now`. The caller sleeps however suits it (a loop waits
+  // for its socket with a timeout, a worker sleeps).
+  bool TakeNap(int64_t now);
+  uint64_t naps() const { return naps_; }
+  int64_t nap_interval_nanos() const { return nap_interval_; }
 
  private:
   uint32_t rounds_ = 0;
   int64_t contended_until_ = 0;
+  // Yields that ran somebody else, and the time they kept this thread off its CPU, counted
+  // from the end of the first of them until kNapWindowNanos later.
+  uint32_t long_yields_ = 0;
+  int64_t off_cpu_nanos_ = 0;
+  int64_t long_yields_since_ = 0;
+  bool nap_due_ = false;
+  uint64_t naps_ = 0;
+  int64_t last_nap_ = 0;  // 0: never
+  int64_t nap_interval_ = kMinNapIntervalNanos;
 };
 
 }  // namespace homarpc::transport

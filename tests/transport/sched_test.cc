@@ -1,5 +1,5 @@
 // Tests of transport/sched.h: the names and the scheduler slice of homarpc's threads, and how
-// often a spinning thread yields its CPU.
+// often a spinning thread yields its CPU, and when it naps.
 #include "transport/sched.h"
 
 #include <dirent.h>
@@ -8,6 +8,7 @@
 #include <sched.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -24,6 +25,7 @@
 #include "absl/synchronization/notification.h"
 #include "transport/address.h"
 #include "transport/buffer.h"
+#include "transport/clock.h"
 #include "transport/endpoint.h"
 #include "transport/message_bytes.h"
 
@@ -221,6 +223,125 @@ TEST(YieldPolicyTest, OnlyAYieldLongerThanTheThresholdCountsAsContention) {
   EXPECT_FALSE(policy.contended(now + YieldPolicy::kContendedNanos));
   policy.OnYield(now, now + YieldPolicy::kContendedNanos + 1);
   EXPECT_TRUE(policy.contended(now + YieldPolicy::kContendedNanos + 1));
+}
+
+
+// Naps: a spinner that keeps finding somebody else on its CPU sleeps once, briefly.
+
+// `count` yields from `*now`, one every `step` nanoseconds, each returning after `yield_nanos`;
+// returns how many of them left a nap due (TakeNap() is asked, and so taken, after each).
+int NapsAfterYields(YieldPolicy* policy, int64_t* now, int count, int64_t step,
+                    int64_t yield_nanos) {
+  int naps = 0;
+  for (int i = 0; i < count; ++i) {
+    policy->OnYield(*now, *now + yield_nanos);
+    *now += yield_nanos;
+    if (policy->TakeNap(*now)) ++naps;
+    *now += step;
+  }
+  return naps;
+}
+
+TEST(YieldPolicyNapTest, ANapIsDueOnceLongYieldsTakeAQuarterOfTheWindow) {
+  YieldPolicy policy;
+  int64_t now = 1000000;
+  // Each yield ran somebody else for 20 us (a spinner that yields back): 49 of them, 0.98 ms
+  // off the CPU, are not enough.
+  static_assert(YieldPolicy::kNapOffCpuNanos == 50 * 20000);
+  ASSERT_EQ(NapsAfterYields(&policy, &now, 49, 1000, 20000), 0);
+  // The 50th, still inside kNapWindowNanos of the first: one nap, taken once.
+  EXPECT_EQ(NapsAfterYields(&policy, &now, 1, 1000, 20000), 1);
+  EXPECT_FALSE(policy.TakeNap(now));
+  EXPECT_EQ(policy.naps(), 1u);
+}
+
+TEST(YieldPolicyNapTest, TwoYieldsToAThreadThatKeepsTheCpuForASliceAreEnough) {
+  YieldPolicy policy;
+  int64_t now = 1000000;
+  // One 3 ms yield: a single stall is not contention.
+  ASSERT_EQ(NapsAfterYields(&policy, &now, 1, 5000, 3000000), 0);
+  EXPECT_EQ(NapsAfterYields(&policy, &now, 1, 5000, 3000000), 1);
+}
+
+TEST(YieldPolicyNapTest, ShortYieldsAndLongYieldsSpreadOutDoNotNap) {
+  YieldPolicy policy;
+  int64_t now = 1000000;
+  // Yields that return at once: nobody else wants the CPU.
+  EXPECT_EQ(NapsAfterYields(&policy, &now, 1000, 1000, 1000), 0);
+  // Long yields, 25 us each but 200 us apart (a hypervisor taking the CPU now and then, not a
+  // thread sharing it): an eighth of the time, never a quarter of a window.
+  EXPECT_EQ(NapsAfterYields(&policy, &now, 1000, 200000, 25000), 0);
+  EXPECT_EQ(policy.naps(), 0u);
+}
+
+TEST(YieldPolicyNapTest, NapsThatCureNothingBackOffAndTheIntervalResetsOnceTheyWork) {
+  YieldPolicy policy;
+  int64_t now = 1000000;
+  // Contention that never ends: a long yield every 50 us, for 3 seconds.
+  std::vector<int64_t> nap_times;
+  for (int i = 0; i < 60000; ++i) {
+    policy.OnYield(now, now + 20000);
+    now += 20000;
+    if (policy.TakeNap(now)) nap_times.push_back(now);
+    now += 30000;
+  }
+  // Naps 4, 8, 16, ... ms apart, then once a second: about 11 in 3 s, not hundreds.
+  ASSERT_GE(nap_times.size(), 3u);
+  EXPECT_LE(nap_times.size(), 12u);
+  for (size_t i = 1; i < nap_times.size(); ++i) {
+    EXPECT_GE(nap_times[i] - nap_times[i - 1], YieldPolicy::kMinNapIntervalNanos) << i;
+  }
+  EXPECT_GE(nap_times[2] - nap_times[1], 2 * YieldPolicy::kMinNapIntervalNanos);
+  EXPECT_EQ(policy.nap_interval_nanos(), YieldPolicy::kMaxNapIntervalNanos);
+  // Then quiet for longer than twice the interval: the next contention naps at once, and the
+  // interval is back at its minimum.
+  now += 2 * YieldPolicy::kMaxNapIntervalNanos + 1;
+  EXPECT_EQ(NapsAfterYields(&policy, &now, 50, 1000, 20000), 1);
+  EXPECT_EQ(policy.nap_interval_nanos(), YieldPolicy::kMinNapIntervalNanos);
+}
+
+// Real threads: two spinners confined to one CPU, each yielding through its own policy, find
+// each other (or whatever else runs there) on every yield; both nap, and back off.
+TEST(YieldPolicyNapTest, TwoSpinnersSharingOneCpuNapAndBackOff) {
+  cpu_set_t allowed;
+  ASSERT_EQ(sched_getaffinity(0, sizeof(allowed), &allowed), 0);
+  int cpu = 0;
+  while (cpu < CPU_SETSIZE && !CPU_ISSET(cpu, &allowed)) ++cpu;
+  ASSERT_LT(cpu, CPU_SETSIZE);
+  constexpr int64_t kRunNanos = 400 * 1000 * 1000;
+  YieldPolicy policies[2];
+  std::vector<std::thread> threads;
+  for (YieldPolicy& policy : policies) {
+    threads.emplace_back([&policy, cpu] {
+      cpu_set_t one;
+      CPU_ZERO(&one);
+      CPU_SET(cpu, &one);
+      ASSERT_EQ(sched_setaffinity(0, sizeof(one), &one), 0);
+      const MonotonicClock* clock = MonotonicClock::Get();
+      const int64_t end = clock->NowNanos() + kRunNanos;
+      for (int64_t now = clock->NowNanos(); now < end; now = clock->NowNanos()) {
+        // A round's own work, ~10 us: the other thread's yield lasts at least that long.
+        while (clock->NowNanos() - now < 10000) {
+        }
+        now = clock->NowNanos();
+        if (policy.TakeNap(now)) {
+          timespec nap{0, YieldPolicy::kNapNanos};
+          nanosleep(&nap, nullptr);
+        } else {
+          policy.MaybeYield(now);
+        }
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  // Without naps: none. Without the back-off: one every ~4 ms, ~100 each. With it: the first
+  // at once, then 4, 8, 16, 32, 64, 128 ms apart.
+  for (const YieldPolicy& policy : policies) {
+    EXPECT_GE(policy.naps(), 2u);
+    EXPECT_LE(policy.naps(), 10u);
+  }
+  EXPECT_GT(std::max(policies[0].nap_interval_nanos(), policies[1].nap_interval_nanos()),
+            YieldPolicy::kMinNapIntervalNanos);
 }
 
 }  // namespace
