@@ -46,10 +46,13 @@
 // on the same socket (no second bind, no window in which the port is free).
 #include "transport/io_backend.h"
 
+#include <linux/sockios.h>
 #include <netinet/in.h>
 #include <netinet/udp.h>
 #include <poll.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -250,11 +253,28 @@ absl::StatusOr<int> OpenUdpSocket(const IoOptions& options, Address* bound) {
   if (bind(fd, addr.sockaddr_ptr(), addr.sockaddr_len()) != 0) {
     return fail(absl::StrCat("bind(", addr.ToString(), ")"));
   }
+  // The first SIOCGSTAMPNS turns on the socket's receive timestamps (SOCK_TIMESTAMP: the
+  // kernel stamps each datagram on arrival and keeps the last one read, without a control
+  // message per datagram) and fails with ENOENT: nothing read yet. LastArrivalNanos().
+  timespec stamp;
+  (void)ioctl(fd, SIOCGSTAMPNS, &stamp);
   Address local;
   socklen_t len = sizeof(sockaddr_in6);
   if (getsockname(fd, local.mutable_sockaddr_ptr(), &len) != 0) return fail("getsockname");
   *bound = Address::FromSockaddr(local.sockaddr_ptr(), len);
   return fd;
+}
+
+int64_t LastArrivalNanos(int fd) {
+  timespec stamp;
+  if (ioctl(fd, SIOCGSTAMPNS, &stamp) != 0) return 0;
+  timespec real_now;
+  clock_gettime(CLOCK_REALTIME, &real_now);
+  const int64_t mono_now = MonotonicClock::Get()->NowNanos();
+  const int64_t age = (real_now.tv_sec - stamp.tv_sec) * kNanosPerSecond +
+                      (real_now.tv_nsec - stamp.tv_nsec);
+  if (age < 0 || age > kNanosPerSecond) return 0;
+  return mono_now - age;
 }
 
 bool SendOneDatagram(int fd, int socket_family, const OutPacket& packet) {
@@ -485,7 +505,7 @@ RecvBatch::RecvBatch(uint32_t slots, uint32_t slot_size)
 }
 
 int RecvBatch::Receive(int fd, IoBackend::RecvFn fn, IoStats* stats) {
-  const unsigned slots = static_cast<unsigned>(msgs_.size());
+  const unsigned slots = one_next_ ? 1 : static_cast<unsigned>(msgs_.size());
   for (unsigned i = 0; i < slots; ++i) {
     msghdr& h = msgs_[i].msg_hdr;
     h.msg_name = &names_[i];
@@ -499,6 +519,7 @@ int RecvBatch::Receive(int fd, IoBackend::RecvFn fn, IoStats* stats) {
     n = recvmmsg(fd, msgs_.data(), slots, MSG_DONTWAIT | MSG_TRUNC, nullptr);
   } while (n < 0 && errno == EINTR);
   if (n <= 0) return 0;  // EAGAIN: drained. Nothing else is expected without IP_RECVERR.
+  one_next_ = false;
   int delivered = 0;
   for (int i = 0; i < n; ++i) {
     msghdr& h = msgs_[i].msg_hdr;

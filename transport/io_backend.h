@@ -143,6 +143,15 @@ class IoBackend : public PacketSink {
   // ring); the epoll backend returns true.
   virtual bool ReleaseOwner() { return false; }
 
+  // When the last datagram that Poll() delivered reached this socket, on MonotonicClock's
+  // scale, by the kernel's receive timestamp (SIOCGSTAMPNS, enabled when the socket is
+  // opened); 0 when the kernel gives none. The first Poll() after a Wait() that finds
+  // anything delivers one datagram only, so right after it this dates the datagram that ended
+  // the sleep. One system call (~3 us here): a loop asks after a wake-up, once the datagram it
+  // woke for has been answered, to learn how long its peers really left it idle, without the
+  // wake-up's own latency (Loop::IdleGap, SpinPolicy). Owner thread only.
+  virtual int64_t LastArrivalNanos() { return 0; }
+
   // PacketSink: the kernel's route to `dest` (LookupRoute, through a RouteCache). Engine
   // thread only, like Send.
   Route RouteTo(const Address& dest) override;

@@ -52,6 +52,12 @@ absl::Status ValidateOptions(const IoOptions& options);
 // address, with the port the kernel chose, in `*bound`. Errors come from ErrnoToStatus.
 absl::StatusOr<int> OpenUdpSocket(const IoOptions& options, Address* bound);
 
+// IoBackend::LastArrivalNanos for socket `fd` (OpenUdpSocket turned its timestamps on): the
+// receive timestamp of the last datagram read from it, converted from CLOCK_REALTIME to
+// MonotonicClock; 0 when there is none or it is implausible (in the future, or over a second
+// old: the clock was stepped).
+int64_t LastArrivalNanos(int fd);
+
 // Sends `packet` (header, payload, payload2) as one datagram on `fd` with MSG_DONTWAIT, with
 // the IP_TOS / IPV6_TCLASS of its priority. Thread-safe. Returns whether the kernel took it.
 bool SendOneDatagram(int fd, int socket_family, const OutPacket& packet);
@@ -191,6 +197,10 @@ class RecvBatch {
   // Reads what `fd` has, up to the slots (retrying on EINTR), and returns the datagrams
   // delivered to `fn`.
   int Receive(int fd, IoBackend::RecvFn fn, IoStats* stats);
+  // Makes the next Receive that finds something read one datagram only (the backends' Wait()
+  // calls it): until the following one, the socket's last receive timestamp is that of the
+  // first datagram after the sleep (IoBackend::LastArrivalNanos).
+  void ReadOneNext() { one_next_ = true; }
 
  private:
   static constexpr size_t kControlSpace = 64;  // one UDP_GRO message needs CMSG_SPACE(4) = 24
@@ -199,6 +209,7 @@ class RecvBatch {
   };
 
   const uint32_t slot_size_;
+  bool one_next_ = false;
   std::unique_ptr<uint8_t[]> memory_;
   std::vector<mmsghdr> msgs_;
   std::vector<iovec> iovs_;

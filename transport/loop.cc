@@ -9,6 +9,18 @@
 // round trip costs ~5 us, so an idle loop keeps polling for up to poll_usecs (Homa's default
 // 50 us) before it sleeps, when SpinPolicy (loop.h) expects work soon. poll_usecs = 0 sleeps
 // at once (the "blocking" mode the benchmark reports).
+// The idle time SpinPolicy learns from is measured to the arrival of the datagram that ended
+// it, not to the moment the loop ran again (IdleGap): after a sleep, the second includes the
+// wake-up's own latency (~50 us here, as long as the spin), so a loop that once stopped
+// spinning saw every later gap as too long to spin through, even for calls 20 us apart, and
+// slept and paid a wake-up on every one of them. On 2 CPUs that state was stable for tens of
+// milliseconds at a time: `homarpc-bench unary` began in it in 5 runs of 16, the server's loop
+// sleeping after each response and woken onto its caller's CPU for the next request (the
+// kernel's wake-up chose the waker's CPU although the other one idled), up to 23% of the
+// run's first 3000 calls over p50 + 10 us; with arrival times, 1 run of 16
+// (docs/rpc-benchmarks.md, session 18). The arrival comes from the kernel's receive timestamp
+// (IoBackend::LastArrivalNanos, one ioctl), asked only after a sleep, and only when the gap
+// could change the policy's mind.
 // Naps: a loop that spins while another thread spins on the same CPU sleeps once, briefly, so
 // that its wake-up can place it on an idle CPU (YieldPolicy in sched.h); the nap is the usual
 // sleep below, cut to YieldPolicy::kNapNanos.
@@ -222,11 +234,12 @@ void Loop::RunUntil(absl::FunctionRef<bool()> done, int64_t wake_by_nanos) {
   int64_t idle_since = clock->NowNanos();  // restarts the spin budget (work, or a wake-up)
   int64_t last_work = idle_since;
   bool idle = false;
+  bool slept = false;  // since the last work
   while (!done()) {
     const int64_t now = clock->NowNanos();
     if (RunOnce()) {
-      if (idle) spin_policy_.OnWorkAfterIdle(now - last_work);
-      idle = false;
+      if (idle) spin_policy_.OnWorkAfterIdle(IdleGap(now, last_work, slept));
+      idle = slept = false;
       idle_since = last_work = now;
       continue;
     }
@@ -261,9 +274,24 @@ void Loop::RunUntil(absl::FunctionRef<bool()> done, int64_t wake_by_nanos) {
       io_->Wait(timeout > 0 ? timeout : 0);
     }
     sleeping_.store(false);
+    slept = true;
     idle_since = clock->NowNanos();
   }
   running_ = false;
+}
+
+int64_t Loop::IdleGap(int64_t now, int64_t last_work, bool slept) {
+  const int64_t gap = now - last_work;
+  // Only where the answer can change SpinPolicy's mind: a gap it counts in full (at most
+  // 2 x spin) plus one spin's worth of wake-up latency. A slower stream of calls is not worth
+  // the system call (~3 us; RunOnce has answered the datagram already, so it delays only the
+  // next poll): at 5000 calls/s (200 us apart) the server does not ask, and its CPU per call
+  // in `homarpc-bench --scenario=cpu` stayed within noise (4 pairs).
+  if (!slept || last_received_ == 0 || gap > 3 * spin_nanos_) return gap;
+  const int64_t arrived = io_->LastArrivalNanos();
+  // A stamp from before the last work, or none (0), says nothing about this wake-up.
+  if (arrived <= last_work) return gap;
+  return std::min(gap, arrived - last_work);
 }
 
 bool Loop::RunOnce() {
@@ -278,6 +306,7 @@ bool Loop::RunOnce() {
     if (posted_count_.load() != 0 && !shutting_down_) RunPosted();
     engine_->HandlePacket(from, bytes);
   });
+  last_received_ = received;
   work |= received > 0;
   const int64_t now = MonotonicClock::Get()->NowNanos();
   ReturnStashedAcks(now, /*all=*/false);  // what no direct request took within a tick

@@ -46,6 +46,8 @@ namespace homarpc::transport {
 //     (back-to-back calls);
 //   - not at all otherwise: at a low, steady rate (a request every few hundred microseconds)
 //     every spin would end in a sleep anyway, so its CPU time is pure waste.
+// The loop reports each idle gap to the arrival of the datagram that ended it, where it slept
+// (Loop::IdleGap): its own wake-up latency is not the peers' doing.
 // Measured on a 2-core VM (homarpc-bench --scenario=cpu, 64 B calls at 5000/s): see
 // docs/benchmarks.md. Loop thread only.
 class SpinPolicy {
@@ -180,6 +182,10 @@ class Loop final : public EngineHandler {
   void TrackClientRpc(uint64_t token, const Address& dest, RpcId id,
                       Endpoint::ResponseCallback done, int64_t deadline_nanos);
   void FailAllClientRpcs();
+  // The idle time before work found at `now`, the last work having been at `last_work`: for a
+  // loop that slept and woke to datagrams, measured to their arrival (SpinPolicy, DESIGN
+  // NOTES).
+  int64_t IdleGap(int64_t now, int64_t last_work, bool slept);
 
   const uint32_t index_;
   const int64_t spin_nanos_;
@@ -204,6 +210,7 @@ class Loop final : public EngineHandler {
   std::atomic<uint64_t> posted_count_{0};
   bool stopped_ = false;
   bool running_ = false;        // RunUntil is on the stack (loop thread only)
+  int last_received_ = 0;       // datagrams the last RunOnce() read (loop thread only)
   bool shutting_down_ = false;  // Shutdown() began: new client RPCs fail at once
 
   PlainMutex mu_;
