@@ -128,17 +128,29 @@ class WorkerPool final : public Executor {
       mu_.Unlock();
       if (pass_on) cv_.Signal();
       std::move(task)();
+      last_done_nanos_.store(transport::MonotonicClock::Get()->NowNanos(),
+                             std::memory_order_relaxed);
     }
   }
 
-  // Keeps the average gap between submitted tasks (weight 1/8), and whether it is short enough
-  // for an idle worker's spin to catch the next task: at a low, steady rate (a task every few
-  // hundred microseconds) every spin would end in a sleep, and its CPU time is pure waste (the
-  // same rule as the transport loops' SpinPolicy, transport/loop.h).
+  // Keeps the average idle time before each submitted task (weight 1/8), and whether it is
+  // short enough for an idle worker's spin to catch the next task: at a low, steady rate (a
+  // task every few hundred microseconds) every spin would end in a sleep, and its CPU time is
+  // pure waste (the same rule as the transport loops' SpinPolicy, transport/loop.h). The idle
+  // time runs from the later of the previous task's arrival and a worker's last finished task,
+  // so neither a handler's own run time nor a worker's wake-up counts: measured between
+  // arrivals alone, a blocking caller's next request came one whole call later, wake-up
+  // included, and a pool whose calls had once passed 50 us stopped spinning and stayed
+  // stopped, each call paying a wake-up (docs/rpc-benchmarks.md, sessions 17 and 18). Each
+  // gap counts as at most twice the spin time, as in SpinPolicy: one long pause must not keep
+  // the pool asleep through the next burst.
   void NoteArrival() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     const int64_t now = transport::MonotonicClock::Get()->NowNanos();
     if (last_arrival_nanos_ != 0) {
-      gap_average_nanos_ += (now - last_arrival_nanos_ - gap_average_nanos_) / 8;
+      const int64_t since =
+          std::max(last_arrival_nanos_, last_done_nanos_.load(std::memory_order_relaxed));
+      const int64_t gap = std::clamp<int64_t>(now - since, 0, 2 * spin_nanos_);
+      gap_average_nanos_ += (gap - gap_average_nanos_) / 8;
     }
     last_arrival_nanos_ = now;
     spin_pays_.store(gap_average_nanos_ <= spin_nanos_, std::memory_order_relaxed);
@@ -177,6 +189,7 @@ class WorkerPool final : public Executor {
   int64_t last_arrival_nanos_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t gap_average_nanos_ ABSL_GUARDED_BY(mu_) = 0;
   std::atomic<bool> spin_pays_{true};  // NoteArrival's verdict, read by idle workers
+  std::atomic<int64_t> last_done_nanos_{0};  // when a worker last finished a task
   // Read by spinners without the mutex.
   std::atomic<size_t> queued_{0};
   std::atomic<int> spinners_{0};  // 0 or 1

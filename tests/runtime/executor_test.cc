@@ -138,6 +138,36 @@ TEST(ExecutorTest, WorkerPool_BurstWakesSleepersWhileOneSpins) {
   EXPECT_EQ(all_met, 4);
 }
 
+// A blocking caller's pattern: each task runs 100 us, and the next comes 10 us after it ends.
+// Counted between arrivals the gaps are 110 us, over the 50 us spin, and the worker would
+// sleep after every task (and be woken for the next); counted from the end of the last task
+// they are 10 us, and the worker spins through them. Checked by whether it sleeps 5 us after
+// each task: a spinner only sleeps when the machine keeps it off its CPU past its spin.
+TEST(ExecutorTest, WorkerPool_SpinsThroughShortIdleGapsBetweenLongTasks) {
+  std::unique_ptr<Executor> pool = NewWorkerPool(1, /*spin_nanos=*/50'000);
+  const auto busy_for = [](absl::Duration d) {
+    const absl::Time until = absl::Now() + d;
+    while (absl::Now() < until) {
+    }
+  };
+  constexpr int kTasks = 300;
+  int asleep = 0;
+  for (int i = 0; i < kTasks; ++i) {
+    std::atomic<bool> done{false};
+    pool->Run([&] {
+      busy_for(absl::Microseconds(100));
+      done.store(true, std::memory_order_release);
+    });
+    while (!done.load(std::memory_order_acquire)) {
+    }
+    busy_for(absl::Microseconds(5));
+    if (pool->sleeping_threads() == 1) ++asleep;
+    busy_for(absl::Microseconds(5));
+  }
+  EXPECT_LE(asleep, kTasks / 4) << "the worker slept after " << asleep << " of " << kTasks
+                                << " tasks";
+}
+
 TEST(ExecutorTest, WorkerPool_DefaultThreadCountIsAtLeastTwo) {
   std::unique_ptr<Executor> pool = NewWorkerPool(0, /*spin_nanos=*/0);
   EXPECT_GE(pool->num_threads(), 2);
