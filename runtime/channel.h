@@ -95,6 +95,68 @@ inline constexpr char kArgServerLoops[] = "homarpc.server_loops";
 // SetMaxConcurrentCalls). Default 100000; 0 or negative = no bound.
 inline constexpr char kArgMaxConcurrentCalls[] = "homarpc.max_concurrent_calls";
 
+}  // namespace homarpc
+
+// gRPC's macros for the channel argument keys a migrated program most often sets, spelled as
+// gRPC spells them (grpc/impl/codegen/grpc_types.h), so that code naming them compiles after
+// the three replacements, which do not touch macros. The keys homarpc reads mean what they
+// mean in gRPC; the others (keepalive, retries, reconnect backoff, authority, user agent,
+// service config, stream limits) are accepted and ignored (docs/migrating-from-grpc.md).
+// Each is defined only if gRPC's header has not defined it already.
+#ifndef GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH
+#define GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH "grpc.max_receive_message_length"
+#endif
+#ifndef GRPC_ARG_MAX_SEND_MESSAGE_LENGTH
+#define GRPC_ARG_MAX_SEND_MESSAGE_LENGTH "grpc.max_send_message_length"
+#endif
+#ifndef GRPC_ARG_MAX_METADATA_SIZE
+#define GRPC_ARG_MAX_METADATA_SIZE "grpc.max_metadata_size"
+#endif
+#ifndef GRPC_ARG_LB_POLICY_NAME
+#define GRPC_ARG_LB_POLICY_NAME "grpc.lb_policy_name"
+#endif
+#ifndef GRPC_ARG_KEEPALIVE_TIME_MS
+#define GRPC_ARG_KEEPALIVE_TIME_MS "grpc.keepalive_time_ms"
+#endif
+#ifndef GRPC_ARG_KEEPALIVE_TIMEOUT_MS
+#define GRPC_ARG_KEEPALIVE_TIMEOUT_MS "grpc.keepalive_timeout_ms"
+#endif
+#ifndef GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS
+#define GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS "grpc.keepalive_permit_without_calls"
+#endif
+#ifndef GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA
+#define GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA "grpc.http2.max_pings_without_data"
+#endif
+#ifndef GRPC_ARG_ENABLE_RETRIES
+#define GRPC_ARG_ENABLE_RETRIES "grpc.enable_retries"
+#endif
+#ifndef GRPC_ARG_DEFAULT_AUTHORITY
+#define GRPC_ARG_DEFAULT_AUTHORITY "grpc.default_authority"
+#endif
+#ifndef GRPC_ARG_PRIMARY_USER_AGENT_STRING
+#define GRPC_ARG_PRIMARY_USER_AGENT_STRING "grpc.primary_user_agent"
+#endif
+#ifndef GRPC_ARG_SECONDARY_USER_AGENT_STRING
+#define GRPC_ARG_SECONDARY_USER_AGENT_STRING "grpc.secondary_user_agent"
+#endif
+#ifndef GRPC_ARG_MAX_CONCURRENT_STREAMS
+#define GRPC_ARG_MAX_CONCURRENT_STREAMS "grpc.max_concurrent_streams"
+#endif
+#ifndef GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS
+#define GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS "grpc.initial_reconnect_backoff_ms"
+#endif
+#ifndef GRPC_ARG_MIN_RECONNECT_BACKOFF_MS
+#define GRPC_ARG_MIN_RECONNECT_BACKOFF_MS "grpc.min_reconnect_backoff_ms"
+#endif
+#ifndef GRPC_ARG_MAX_RECONNECT_BACKOFF_MS
+#define GRPC_ARG_MAX_RECONNECT_BACKOFF_MS "grpc.max_reconnect_backoff_ms"
+#endif
+#ifndef GRPC_ARG_SERVICE_CONFIG
+#define GRPC_ARG_SERVICE_CONFIG "grpc.service_config"
+#endif
+
+namespace homarpc {
+
 // Only insecure credentials exist: homarpc is for trusted datacenter fabrics (no TLS yet).
 class ChannelCredentials {
  public:

@@ -438,6 +438,40 @@ TEST(Channel_Call, ReceiveLimitIsResourceExhausted) {
   EXPECT_EQ(response.value().size(), 100u);
 }
 
+// gRPC's GRPC_ARG_* macros name the same keys (a migrated program keeps using them): the
+// limits they set apply, and the keys homarpc does not use (keepalive, retries, backoff) are
+// accepted without changing anything.
+TEST(Channel_Call, GrpcArgumentMacrosNameTheSameKeys) {
+  static_assert(std::string_view(GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH) ==
+                kArgMaxReceiveMessageLength);
+  static_assert(std::string_view(GRPC_ARG_MAX_SEND_MESSAGE_LENGTH) == kArgMaxSendMessageLength);
+  static_assert(std::string_view(GRPC_ARG_MAX_METADATA_SIZE) == kArgMaxMetadataSize);
+  static_assert(std::string_view(GRPC_ARG_LB_POLICY_NAME) == kArgLoadBalancingPolicy);
+  FakeServer server([](const SeenRequest&) {
+    Answer answer;
+    answer.payload = Text(std::string(100, 'r')).SerializeAsString();
+    return answer;
+  });
+  ChannelArguments args = QuietArgs();
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 10000);
+  args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+  args.SetInt(GRPC_ARG_ENABLE_RETRIES, 0);
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+  args.SetString(GRPC_ARG_PRIMARY_USER_AGENT_STRING, "migrated/1.0");
+  args.SetInt(GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH, 102);
+  auto channel = CreateCustomChannel(server.target(), InsecureChannelCredentials(), args);
+  ClientContext context;
+  StringValue response;
+  ASSERT_TRUE(channel->BlockingUnaryCall(kEcho, &context, Text("x"), &response).ok());
+  EXPECT_EQ(response.value().size(), 100u);
+
+  args.SetInt(GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH, 50);
+  auto tight = CreateCustomChannel(server.target(), InsecureChannelCredentials(), args);
+  ClientContext context2;
+  EXPECT_EQ(tight->BlockingUnaryCall(kEcho, &context2, Text("x"), &response).error_code(),
+            StatusCode::RESOURCE_EXHAUSTED);
+}
+
 TEST(Channel_Call, UnparsablePayloadIsInternal) {
   FakeServer server([](const SeenRequest&) {
     Answer answer;
