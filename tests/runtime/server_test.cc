@@ -590,6 +590,18 @@ TEST_F(ServerTest, Server_RequestOverReceiveLimitIsResourceExhausted) {
   EXPECT_EQ(Call("/test.Echo/Echo", std::string(900, 'y')).status(), Status::OK);
 }
 
+TEST_F(ServerTest, Server_DefaultReceiveLimitIsFourMebibytesAsInGrpc) {
+  Start();  // no limit set
+  constexpr size_t kFourMiB = 4 * 1024 * 1024;
+  // The limit applies to the request message (a StringValue: the string plus its tag and
+  // length, a few bytes). Just over 4 MiB fails; just under passes, echoed whole.
+  EXPECT_EQ(Call("/test.Echo/Echo", std::string(kFourMiB + 1, 'x')).status().error_code(),
+            StatusCode::RESOURCE_EXHAUSTED);
+  Response r = Call("/test.Echo/Echo", std::string(kFourMiB - 16, 'y'));
+  ASSERT_EQ(r.status(), Status::OK);
+  EXPECT_EQ(r.value().size(), kFourMiB - 16);
+}
+
 TEST_F(ServerTest, Server_ReceiveLimitFromChannelArgument) {
   Start([](ServerBuilder& b) { b.AddChannelArgument(kArgMaxReceiveMessageLength, 100); });
   EXPECT_EQ(Call("/test.Echo/Echo", std::string(200, 'x')).status().error_code(),
