@@ -75,6 +75,7 @@ class EpollBackend final : public IoBackend {
     owner_.Release();
     return true;
   }
+  void ReadOneNext() override { recv_.ReadOneNext(); }
   int64_t LastArrivalNanos() override { return io_internal::LastArrivalNanos(fd_); }
   IoStats stats() const override {
     IoStats s = stats_;
@@ -144,7 +145,6 @@ int EpollBackend::Poll(RecvFn fn) {
 void EpollBackend::Wait(int64_t timeout_nanos) {
   owner_.Claim();
   assert(owner_.IsOwner());
-  recv_.ReadOneNext();  // LastArrivalNanos() then dates the datagram that ends the sleep
   epoll_event events[2];
   const auto whole_millis = [](int64_t nanos) {
     return static_cast<int>(

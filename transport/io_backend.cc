@@ -266,15 +266,17 @@ absl::StatusOr<int> OpenUdpSocket(const IoOptions& options, Address* bound) {
 }
 
 int64_t LastArrivalNanos(int fd) {
+  // Both clocks read before the ioctl: for a datagram without a stamp the kernel returns (and
+  // keeps) the current time, which is then not earlier than `real_before`.
+  timespec real_before;
+  clock_gettime(CLOCK_REALTIME, &real_before);
+  const int64_t mono_before = MonotonicClock::Get()->NowNanos();
   timespec stamp;
   if (ioctl(fd, SIOCGSTAMPNS, &stamp) != 0) return 0;
-  timespec real_now;
-  clock_gettime(CLOCK_REALTIME, &real_now);
-  const int64_t mono_now = MonotonicClock::Get()->NowNanos();
-  const int64_t age = (real_now.tv_sec - stamp.tv_sec) * kNanosPerSecond +
-                      (real_now.tv_nsec - stamp.tv_nsec);
-  if (age < 0 || age > kNanosPerSecond) return 0;
-  return mono_now - age;
+  const int64_t age = (real_before.tv_sec - stamp.tv_sec) * kNanosPerSecond +
+                      (real_before.tv_nsec - stamp.tv_nsec);
+  if (age <= 0 || age > kNanosPerSecond) return 0;
+  return mono_before - age;
 }
 
 bool SendOneDatagram(int fd, int socket_family, const OutPacket& packet) {

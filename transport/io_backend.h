@@ -122,8 +122,10 @@ class IoBackend : public PacketSink {
   virtual void Flush() = 0;
 
   // Delivers every datagram that has already arrived, without blocking, to `fn` (GRO batches
-  // are split into their datagrams). `bytes` is valid only during the call. Returns the number
-  // of datagrams delivered.
+  // are split into their datagrams); after ReadOneNext(), the first Poll() that finds
+  // anything delivers one receive buffer only (one datagram, or one GRO batch), and the next
+  // Poll() the rest. `bytes` is valid only during the call. Returns the number of datagrams
+  // delivered.
   using RecvFn = absl::FunctionRef<void(const Address& from, absl::Span<const uint8_t> bytes)>;
   virtual int Poll(RecvFn fn) = 0;
 
@@ -143,13 +145,17 @@ class IoBackend : public PacketSink {
   // ring); the epoll backend returns true.
   virtual bool ReleaseOwner() { return false; }
 
-  // When the last datagram that Poll() delivered reached this socket, on MonotonicClock's
-  // scale, by the kernel's receive timestamp (SIOCGSTAMPNS, enabled when the socket is
-  // opened); 0 when the kernel gives none. The first Poll() after a Wait() that finds
-  // anything delivers one datagram only, so right after it this dates the datagram that ended
-  // the sleep. One system call (~3 us here): a loop asks after a wake-up, once the datagram it
-  // woke for has been answered, to learn how long its peers really left it idle, without the
-  // wake-up's own latency (Loop::IdleGap, SpinPolicy). Owner thread only.
+  // Makes the next Poll() that finds anything deliver one receive buffer only (see Poll), so
+  // that LastArrivalNanos() right after it dates what ended a sleep rather than the latest of
+  // a batch. A loop calls it before it sleeps, when it will want that date. Owner thread only.
+  virtual void ReadOneNext() {}
+  // When the last receive buffer that Poll() delivered reached this socket (a GRO batch: when
+  // the batch did), on MonotonicClock's scale, by the kernel's receive timestamp
+  // (SIOCGSTAMPNS, enabled when the socket is opened); 0 when the kernel has none for it (it
+  // arrived before the kernel began stamping) or the stamp is implausible. One system call
+  // (~3 us here): a loop asks after a wake-up, once the datagram it woke for has been
+  // answered, to learn how long its peers really left it idle, without the wake-up's own
+  // latency (Loop::IdleGap, SpinPolicy). Owner thread only.
   virtual int64_t LastArrivalNanos() { return 0; }
 
   // PacketSink: the kernel's route to `dest` (LookupRoute, through a RouteCache). Engine

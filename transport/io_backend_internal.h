@@ -54,8 +54,9 @@ absl::StatusOr<int> OpenUdpSocket(const IoOptions& options, Address* bound);
 
 // IoBackend::LastArrivalNanos for socket `fd` (OpenUdpSocket turned its timestamps on): the
 // receive timestamp of the last datagram read from it, converted from CLOCK_REALTIME to
-// MonotonicClock; 0 when there is none or it is implausible (in the future, or over a second
-// old: the clock was stepped).
+// MonotonicClock; 0 when it has none (the kernel then answers with the time of the ioctl
+// itself, which this detects) or it is implausible (over a second old: the clock was
+// stepped).
 int64_t LastArrivalNanos(int fd);
 
 // Sends `packet` (header, payload, payload2) as one datagram on `fd` with MSG_DONTWAIT, with
@@ -195,11 +196,10 @@ class RecvBatch {
   RecvBatch& operator=(const RecvBatch&) = delete;
 
   // Reads what `fd` has, up to the slots (retrying on EINTR), and returns the datagrams
-  // delivered to `fn`.
+  // delivered to `fn`; after ReadOneNext(), the first call that finds anything reads one
+  // receive buffer only (one datagram, or one GRO batch).
   int Receive(int fd, IoBackend::RecvFn fn, IoStats* stats);
-  // Makes the next Receive that finds something read one datagram only (the backends' Wait()
-  // calls it): until the following one, the socket's last receive timestamp is that of the
-  // first datagram after the sleep (IoBackend::LastArrivalNanos).
+  // IoBackend::ReadOneNext for the backends that receive through this batch.
   void ReadOneNext() { one_next_ = true; }
 
  private:

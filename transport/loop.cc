@@ -255,7 +255,8 @@ void Loop::RunUntil(absl::FunctionRef<bool()> done, int64_t wake_by_nanos) {
       // YieldPolicy finds somebody else wants this CPU. When it keeps finding that, a short
       // sleep lets the kernel's wake-up move this thread to an idle CPU (YieldPolicy, naps):
       // the sleep below, until a datagram, a Post(), a timer or kNapNanos.
-      if (!yield_policy_.TakeNap(now)) {
+      // A timer due within the spin time is waited for by spinning, nap or not (below).
+      if ((spin_nanos_ > 0 && next_wake - now <= spin_nanos_) || !yield_policy_.TakeNap(now)) {
         yield_policy_.MaybeYield(now);
         continue;
       }
@@ -270,11 +271,16 @@ void Loop::RunUntil(absl::FunctionRef<bool()> done, int64_t wake_by_nanos) {
     wake_at_nanos_.store(wake_at);  // before sleeping_: a direct sender reads it after
     sleeping_.store(true);
     if (posted_count_.load() == 0 && !done()) {
-      const int64_t timeout = wake_at - clock->NowNanos();
+      const int64_t before = clock->NowNanos();
+      // The datagram that ends this sleep is dated (IdleGap) only where its date can matter.
+      if (spin_nanos_ > 0 && before - last_work <= kDatedGapSpins * spin_nanos_) {
+        io_->ReadOneNext();
+      }
+      const int64_t timeout = wake_at - before;
       io_->Wait(timeout > 0 ? timeout : 0);
+      slept = true;
     }
     sleeping_.store(false);
-    slept = true;
     idle_since = clock->NowNanos();
   }
   running_ = false;
@@ -287,7 +293,7 @@ int64_t Loop::IdleGap(int64_t now, int64_t last_work, bool slept) {
   // the system call (~3 us; RunOnce has answered the datagram already, so it delays only the
   // next poll): at 5000 calls/s (200 us apart) the server does not ask, and its CPU per call
   // in `homarpc-bench --scenario=cpu` stayed within noise (4 pairs).
-  if (!slept || last_received_ == 0 || gap > 3 * spin_nanos_) return gap;
+  if (!slept || last_received_ == 0 || gap > kDatedGapSpins * spin_nanos_) return gap;
   const int64_t arrived = io_->LastArrivalNanos();
   // A stamp from before the last work, or none (0), says nothing about this wake-up.
   if (arrived <= last_work) return gap;

@@ -186,6 +186,9 @@ class Loop final : public EngineHandler {
   // loop that slept and woke to datagrams, measured to their arrival (SpinPolicy, DESIGN
   // NOTES).
   int64_t IdleGap(int64_t now, int64_t last_work, bool slept);
+  // IdleGap dates a sleep's end only for gaps up to this many spin times: those SpinPolicy
+  // counts in full (2 x spin, the cap) plus one spin's worth of wake-up latency.
+  static constexpr int64_t kDatedGapSpins = 3;
 
   const uint32_t index_;
   const int64_t spin_nanos_;

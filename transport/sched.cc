@@ -73,6 +73,7 @@ void YieldPolicy::OnYield(int64_t before, int64_t after) {
   off_cpu_nanos_ += after - before;
   if (long_yields_ >= kNapMinLongYields && off_cpu_nanos_ >= kNapOffCpuNanos &&
       (last_nap_ == 0 || after - last_nap_ >= nap_interval_)) {
+    if (!nap_due_) nap_due_since_ = after;
     nap_due_ = true;
   }
 }
@@ -80,6 +81,8 @@ void YieldPolicy::OnYield(int64_t before, int64_t after) {
 bool YieldPolicy::TakeNap(int64_t now) {
   if (!nap_due_) return false;
   nap_due_ = false;
+  // Due, but the thread had work until now: the contention it was due for is old news.
+  if (now - nap_due_since_ > kNapWindowNanos) return false;
   long_yields_ = 0;
   off_cpu_nanos_ = 0;
   // Wanted again this soon after the last one: that nap found no idle CPU. Back off.

@@ -118,6 +118,7 @@ class YieldPolicy {
   int64_t off_cpu_nanos_ = 0;
   int64_t long_yields_since_ = 0;
   bool nap_due_ = false;
+  int64_t nap_due_since_ = 0;  // a nap not taken within kNapWindowNanos is dropped
   uint64_t naps_ = 0;
   int64_t last_nap_ = 0;  // 0: never
   int64_t nap_interval_ = kMinNapIntervalNanos;

@@ -1,5 +1,7 @@
 #include "transport/tombstones.h"
 
+#include <cassert>
+
 namespace homarpc::transport {
 
 void Tombstones::Ring::push_back(const Entry& e) {
@@ -16,6 +18,8 @@ void Tombstones::Ring::push_back(const Entry& e) {
 }
 
 void Tombstones::Add(const ServerKey& key, int64_t expiry_nanos) {
+  assert(ring_.empty() || expiry_nanos >= last_expiry_nanos_);
+  last_expiry_nanos_ = expiry_nanos;
   keys_.insert(key);
   ring_.push_back(Entry{expiry_nanos, key});
 }

@@ -122,6 +122,7 @@ class UringBackend final : public IoBackend {
   bool SendDirect(const OutPacket& packet) override {
     return direct_.Send(fd_, local_.family(), packet);
   }
+  void ReadOneNext() override { recv_.ReadOneNext(); }
   int64_t LastArrivalNanos() override { return io_internal::LastArrivalNanos(fd_); }
   IoStats stats() const override {
     IoStats s = stats_;
@@ -301,7 +302,6 @@ int UringBackend::Poll(RecvFn fn) {
 
 void UringBackend::Wait(int64_t timeout_nanos) {
   StartOnce();
-  recv_.ReadOneNext();  // LastArrivalNanos() then dates the datagram that ends the sleep
   if (notify_pending_) {
     notify_pending_ = false;
     return;

@@ -143,16 +143,16 @@ TEST(ExecutorTest, WorkerPool_BurstWakesSleepersWhileOneSpins) {
 // sleep after every task (and be woken for the next); counted from the end of the last task
 // they are 10 us, and the worker spins through them. Checked by whether it sleeps 5 us after
 // each task: a spinner only sleeps when the machine keeps it off its CPU past its spin.
-TEST(ExecutorTest, WorkerPool_SpinsThroughShortIdleGapsBetweenLongTasks) {
+// Returns how many of `tasks` tasks the worker slept after.
+int SleepsBetweenLongTasks(int tasks) {
   std::unique_ptr<Executor> pool = NewWorkerPool(1, /*spin_nanos=*/50'000);
   const auto busy_for = [](absl::Duration d) {
     const absl::Time until = absl::Now() + d;
     while (absl::Now() < until) {
     }
   };
-  constexpr int kTasks = 300;
   int asleep = 0;
-  for (int i = 0; i < kTasks; ++i) {
+  for (int i = 0; i < tasks; ++i) {
     std::atomic<bool> done{false};
     pool->Run([&] {
       busy_for(absl::Microseconds(100));
@@ -163,6 +163,17 @@ TEST(ExecutorTest, WorkerPool_SpinsThroughShortIdleGapsBetweenLongTasks) {
     busy_for(absl::Microseconds(5));
     if (pool->sleeping_threads() == 1) ++asleep;
     busy_for(absl::Microseconds(5));
+  }
+  return asleep;
+}
+
+TEST(ExecutorTest, WorkerPool_SpinsThroughShortIdleGapsBetweenLongTasks) {
+  // This binary runs alone (tests/CMakeLists.txt), and a busy machine gets three tries: with
+  // gaps measured between arrivals every try sleeps after ~all of the tasks.
+  constexpr int kTasks = 300;
+  int asleep = kTasks;
+  for (int attempt = 0; attempt < 3 && asleep > kTasks / 4; ++attempt) {
+    asleep = SleepsBetweenLongTasks(kTasks);
   }
   EXPECT_LE(asleep, kTasks / 4) << "the worker slept after " << asleep << " of " << kTasks
                                 << " tasks";

@@ -37,7 +37,7 @@ class ScheduledBackend final : public IoBackend {
   int Poll(RecvFn fn) override {
     int n = 0;
     const int64_t now = Now();
-    // Like the socket backends: the first poll after a Wait() reads one datagram.
+    // Like the socket backends: after ReadOneNext() the first poll that finds any reads one.
     const int most = one_next_ ? 1 : total_;
     while (delivered_ < total_ && next_arrival_ <= now && n < most) {
       static constexpr uint8_t kJunk[1] = {0xff};
@@ -52,7 +52,6 @@ class ScheduledBackend final : public IoBackend {
   }
   void Wait(int64_t timeout_nanos) override {
     ++waits_;
-    one_next_ = true;
     const int64_t now = Now();
     int64_t until = delivered_ < total_ ? next_arrival_ + kWakeLatencyNanos : INT64_MAX;
     if (timeout_nanos >= 0) until = std::min(until, now + timeout_nanos);
@@ -60,6 +59,7 @@ class ScheduledBackend final : public IoBackend {
   }
   void Notify() override {}
   bool SendDirect(const OutPacket&) override { return false; }
+  void ReadOneNext() override { one_next_ = true; }
   int64_t LastArrivalNanos() override { return last_arrival_; }
   IoStats stats() const override { return {}; }
 

@@ -255,6 +255,16 @@ TEST(YieldPolicyNapTest, ANapIsDueOnceLongYieldsTakeAQuarterOfTheWindow) {
   EXPECT_EQ(policy.naps(), 1u);
 }
 
+TEST(YieldPolicyNapTest, ANapNotTakenWithinTheWindowIsDropped) {
+  YieldPolicy policy;
+  int64_t now = 1000000;
+  ASSERT_EQ(NapsAfterYields(&policy, &now, 49, 1000, 20000), 0);
+  policy.OnYield(now, now + 20000);  // due now, but not asked for (the thread had work)
+  now += 20000 + YieldPolicy::kNapWindowNanos + 1;
+  EXPECT_FALSE(policy.TakeNap(now)) << "a nap due for contention long gone";
+  EXPECT_EQ(policy.naps(), 0u);
+}
+
 TEST(YieldPolicyNapTest, TwoYieldsToAThreadThatKeepsTheCpuForASliceAreEnough) {
   YieldPolicy policy;
   int64_t now = 1000000;
