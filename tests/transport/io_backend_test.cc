@@ -129,6 +129,15 @@ std::vector<Bytes> BytesOf(const std::vector<Received>& got) {
   return out;
 }
 
+// Sends one datagram of `payload_len` bytes from `from` to `to` and flushes: on loopback it is
+// in `to`'s socket when this returns.
+void SendOneAndFlush(IoBackend& from, const IoBackend& to, uint32_t seq, size_t payload_len) {
+  Burst burst;
+  burst.Add(to.local_address(), 0, seq, payload_len);
+  burst.SendAll(from);
+  from.Flush();
+}
+
 class IoBackendTest : public io_test::IoBackendFixture {};
 
 TEST_P(IoBackendTest, SingleDatagramRoundTripKeepsBytesAndSender) {
@@ -399,10 +408,7 @@ TEST_P(IoBackendTest, DatagramThatArrivedAfterTheLastPollEndsTheNextWait) {
   uint32_t seq = 0;
   // Sends one datagram to b, then checks that Wait() ends at once and Poll() reads it.
   const auto send_then_wait = [&] {
-    Burst burst;
-    burst.Add(b->local_address(), 0, seq++, 50);
-    burst.SendAll(*a);
-    a->Flush();  // on loopback the datagram is in b's socket when Flush() returns
+    SendOneAndFlush(*a, *b, seq++, 50);
     const int64_t start = clock.NowNanos();
     b->Wait(kGuardNanos);
     EXPECT_LT(clock.NowNanos() - start, kGuardNanos / 2) << "the datagram did not end Wait()";
@@ -430,12 +436,7 @@ TEST_P(IoBackendTest, AfterReadOneNextAPollReadsOneDatagramAndLastArrivalDatesIt
   size_t seen = 0;
   const auto count = [&seen](const Address&, absl::Span<const uint8_t>) { ++seen; };
   uint32_t seq = 0;
-  const auto send = [&] {
-    Burst burst;
-    burst.Add(b->local_address(), 0, seq++, 40);
-    burst.SendAll(*a);
-    a->Flush();  // on loopback the datagram is in b's socket when Flush() returns
-  };
+  const auto send = [&] { SendOneAndFlush(*a, *b, seq++, 40); };
   // The kernel starts stamping from a work item after the first socket asks: until a datagram
   // read comes back stamped, LastArrivalNanos() says 0.
   const int64_t give_up = clock.NowNanos() + kNanosPerSecond;
