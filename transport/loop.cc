@@ -245,26 +245,32 @@ void Loop::RunUntil(absl::FunctionRef<bool()> done, int64_t wake_by_nanos) {
     }
     idle = true;
     const int64_t spin = spin_policy_.Budget(engine_->MidTransfer(), !pending_.empty());
-    const int64_t next_wake = NextWakeNanos();
-    int64_t wake_at = std::min(next_wake, wake_by_nanos);
-    if (now - idle_since < spin) {
+    const bool spinning = now - idle_since < spin;
+    if (spinning && !yield_policy_.nap_due()) {
       // Spin politely: when more threads want to run than there are cores (a blocking caller,
       // this loop and a server loop on 2 cores), a spinning thread that keeps its core until
       // its budget runs out delays the one that has work by that much on every call. But a
       // yield is a system call on the path of the next datagram, so only as often as
-      // YieldPolicy finds somebody else wants this CPU. When it keeps finding that, a short
-      // sleep lets the kernel's wake-up move this thread to an idle CPU (YieldPolicy, naps):
-      // the sleep below, until a datagram, a Post(), a timer or kNapNanos.
-      // A timer due within the spin time is waited for by spinning, nap or not (below).
-      if ((spin_nanos_ > 0 && next_wake - now <= spin_nanos_) || !yield_policy_.TakeNap(now)) {
+      // YieldPolicy finds somebody else wants this CPU.
+      yield_policy_.MaybeYield(now);
+      continue;
+    }
+    const int64_t next_wake = NextWakeNanos();
+    // A timer due within the spin time (the pacer releasing the next packets, typically) is
+    // waited for by spinning: a sleep that short costs a wake-up, or a whole millisecond where
+    // the kernel's timeout granularity is coarse.
+    const bool timer_soon = spin_nanos_ > 0 && next_wake - now <= spin_nanos_;
+    int64_t wake_at = std::min(next_wake, wake_by_nanos);
+    if (spinning) {
+      // YieldPolicy keeps finding another thread on this CPU: a short sleep lets the kernel's
+      // wake-up move this one to an idle CPU (YieldPolicy, naps), the sleep below cut to
+      // kNapNanos; unless a timer is due first (the rule above).
+      if (timer_soon || !yield_policy_.TakeNap(now)) {
         yield_policy_.MaybeYield(now);
         continue;
       }
       wake_at = std::min(wake_at, now + YieldPolicy::kNapNanos);
-    } else if (spin_nanos_ > 0 && next_wake - now <= spin_nanos_) {
-      // A timer due within the spin time (the pacer releasing the next packets, typically) is
-      // waited for by spinning: a sleep that short costs a wake-up, or a whole millisecond
-      // where the kernel's timeout granularity is coarse.
+    } else if (timer_soon) {
       continue;
     }
     // Sleep until a datagram, a Post() or the next timer (or the nap's end).

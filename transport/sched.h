@@ -106,6 +106,8 @@ class YieldPolicy {
   // nap, which it records as taken at `now`. The caller sleeps however suits it (a loop waits
   // for its socket with a timeout, a worker sleeps).
   bool TakeNap(int64_t now);
+  // Whether TakeNap() would consider a nap now (a cheap check for the spin loop).
+  bool nap_due() const { return nap_due_; }
   uint64_t naps() const { return naps_; }
   int64_t nap_interval_nanos() const { return nap_interval_; }
 
