@@ -94,6 +94,10 @@ inline constexpr char kArgServerLoops[] = "homarpc.server_loops";
 // Live calls a server holds at once; beyond it RESOURCE_EXHAUSTED (ServerBuilder::
 // SetMaxConcurrentCalls). Default 100000; 0 or negative = no bound.
 inline constexpr char kArgMaxConcurrentCalls[] = "homarpc.max_concurrent_calls";
+// Microseconds a sync handler may hold the loop thread that received its request before the
+// loop's standby thread takes the socket over (ServerExecutor::kWorkerPool, server_builder.h).
+// Default 1000; at least 1.
+inline constexpr char kArgLoopTakeoverMicros[] = "homarpc.loop_takeover_us";
 
 }  // namespace homarpc
 

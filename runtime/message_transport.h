@@ -50,6 +50,14 @@ class MessageTransport {
                      transport::MessageBytes response) = 0;
   // How long a blocked caller should spin before sleeping (the transport's poll time).
   virtual int64_t spin_nanos() const = 0;
+  // From the RequestHandler only (optional): runs `task` on this transport thread once its
+  // current round is over, another thread ready to take the transport's work over should the
+  // task run long (transport::Endpoint::RunAfterRound). False leaves `task` unrun: the caller
+  // runs it elsewhere.
+  virtual bool RunAfterRound(const transport::IncomingRequest& request,
+                             absl::AnyInvocable<void() &&>& task) {
+    return false;
+  }
 
   // ---- Calls driven by the caller's own thread (optional) ----
   // A blocking caller waits anyway, so it can do the waiting on a socket of its own: on a

@@ -144,6 +144,18 @@ std::unique_ptr<Server> ServerBuilder::BuildAndStart() {
     return nullptr;
   }
   const int64_t spin_micros = config.poll_usecs;
+  // Quick sync handlers run on the loop that read their request, a standby thread ready to
+  // take the socket over (ServerExecutor::kWorkerPool); the loop then changes threads, which
+  // needs the epoll backend: a server told to use io_uring keeps every handler on the workers.
+  const int takeover_us = args_.GetInt(kArgLoopTakeoverMicros, 1000);
+  if (takeover_us < 1) {
+    HOMARPC_LOG(ERROR) << "BuildAndStart: " << kArgLoopTakeoverMicros
+                       << " must be at least 1, not " << takeover_us;
+    return nullptr;
+  }
+  options.endpoint.standby = executor_ == ServerExecutor::kWorkerPool &&
+                             options.endpoint.io.kind != transport::IoKind::kUring;
+  options.endpoint.takeover_nanos = int64_t{takeover_us} * transport::kNanosPerMicro;
   options.endpoint.num_loops = args_.GetInt(kArgServerLoops, num_loops_);
   if (options.endpoint.num_loops < 1) {
     HOMARPC_LOG(ERROR) << "BuildAndStart: the number of loops must be at least 1, not "

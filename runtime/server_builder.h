@@ -31,8 +31,16 @@ namespace homarpc {
 
 // Where sync handlers run.
 enum class ServerExecutor {
-  kWorkerPool,  // default: a pool of threads (handlers may block)
-  kInline,      // on the loop thread that received the request (handlers must never block)
+  // Default; handlers may block. A handler whose method has been quick (an average under
+  // ~50 us) runs on the loop thread that received its request, right after that loop's round,
+  // and if it holds that thread past kArgLoopTakeoverMicros (1 ms) the loop's standby thread
+  // takes the socket over; other handlers, and a second request in the same round, run on a
+  // pool of worker threads. (A quick call then costs no hand-off between threads.)
+  kWorkerPool,
+  // Every sync handler on a worker thread; the loops only receive and send. For services
+  // whose handlers all run long, or to keep the loops free of any handler's stalls.
+  kWorkerPoolOnly,
+  kInline,  // on the loop thread that received the request (handlers must never block)
 };
 
 class ServerBuilder {

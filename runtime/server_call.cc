@@ -214,11 +214,16 @@ void ServerCall::Start(Executor* executor, bool on_worker) {
     RunSync();
     return;
   }
+  if (executor->num_threads() > 0 && server_->IsQuick(handler_)) {
+    absl::AnyInvocable<void() &&> task = [this] { RunSync(); };
+    if (transport_->RunAfterRound(request_, task)) return;
+  }
   executor->Run([this] { RunSync(); });
 }
 
 void ServerCall::RunSync() {
   Status status;
+  const int64_t start = NowNanos();
   {
     UserCodeScope scope(server_);
     try {
@@ -229,6 +234,9 @@ void ServerCall::RunSync() {
     }
   }
   SendResponse(status);
+  // The response's encoding counts too: a quick handler that returns megabytes would hold the
+  // loop's thread for the copy (ServerImpl::IsQuick).
+  server_->RecordHandlerTime(handler_, NowNanos() - start);
   Release();
 }
 

@@ -71,9 +71,10 @@ class ServerCall {
   int64_t deadline_nanos() const { return deadline_node_.deadline_nanos; }
   DeadlineHeapNode* deadline_node() { return &deadline_node_; }
 
-  // Once, after ServerImpl registered the call: runs a callback handler here, or hands a sync
-  // handler to `executor` (or, `on_worker`, already on one of its threads, runs it here). The
-  // call may be gone when this returns.
+  // Once, after ServerImpl registered the call: runs a callback handler here, or a sync one
+  // on this loop thread after its round when the method has been quick and the transport can
+  // (MessageTransport::RunAfterRound), or hands it to `executor` (or, `on_worker`, already on
+  // one of its threads, runs it here). The call may be gone when this returns.
   void Start(Executor* executor, bool on_worker);
   // Loop thread, instead of Start() when the call could not be registered (the server is
   // shutting down or overloaded): answers `status`; the caller then destroys the call.

@@ -160,6 +160,12 @@ class UdpTransport final : public MessageTransport {
 
   int64_t spin_nanos() const override { return spin_nanos_; }
 
+  bool RunAfterRound(const transport::IncomingRequest& request,
+                     absl::AnyInvocable<void() &&>& task) override {
+    Gate gate(this);
+    return gate.open() && endpoint_->RunAfterRound(request, task);
+  }
+
   uint64_t live_server_rpcs() const override {
     Gate gate(this);
     return gate.open() ? endpoint_->stats().server_rpcs : 0;

@@ -81,12 +81,20 @@ absl::StatusOr<std::unique_ptr<Endpoint>> Endpoint::Create(const EndpointOptions
   if (options.handed_over && !options.inline_loop) {
     return absl::InvalidArgumentError("handed_over requires inline_loop");
   }
+  if (options.standby && options.inline_loop) {
+    return absl::InvalidArgumentError("standby threads need loop threads (not inline_loop)");
+  }
+  if (options.standby && options.takeover_nanos <= 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("takeover_nanos must be positive, got ", options.takeover_nanos));
+  }
   std::unique_ptr<Endpoint> ep(new Endpoint());
   ep->inline_loop_ = options.inline_loop;
   ep->handed_over_ = options.handed_over;
   ep->handler_ = std::move(handler);
   IoOptions io = options.io;
-  io.transferable = options.handed_over;  // epoll: io_uring rings stay with one thread
+  // epoll: io_uring rings stay with one thread
+  io.transferable = options.handed_over || options.standby;
   Config config = options.config;
   // Without a handler nothing would answer: refuse requests on the wire instead.
   if (!ep->handler_) config.accept_requests = false;
@@ -104,7 +112,10 @@ absl::StatusOr<std::unique_ptr<Endpoint>> Endpoint::Create(const EndpointOptions
   if (ep->inline_loop_) {
     ep->loops_.front()->AdoptCurrentThread();
   } else {
-    for (auto& loop : ep->loops_) loop->Start();
+    for (auto& loop : ep->loops_) {
+      if (options.standby) loop->EnableStandby(options.takeover_nanos);
+      loop->Start();
+    }
   }
   return ep;
 }
@@ -143,6 +154,25 @@ void Endpoint::Release() {
   assert(released);  // Create() chose the epoll backend
   (void)released;
   loop->ReleaseThread();
+}
+
+bool Endpoint::RunAfterRound(const IncomingRequest& request,
+                             absl::AnyInvocable<void() &&>& task) {
+  if (request.loop_index >= loops_.size()) return false;
+  return loops_[request.loop_index]->RunAfterRound(task);
+}
+
+uint64_t Endpoint::takeovers() const {
+  uint64_t sum = 0;
+  for (const auto& loop : loops_) sum += loop->takeovers();
+  return sum;
+}
+
+bool Endpoint::standbys_ready() const {
+  for (const auto& loop : loops_) {
+    if (!loop->standby_ready()) return false;
+  }
+  return true;
 }
 
 IoKind Endpoint::io_kind() const { return loops_.front()->io().kind(); }

@@ -23,6 +23,7 @@
 #include <memory>
 #include <vector>
 
+#include "absl/functional/any_invocable.h"
 #include "absl/status/statusor.h"
 #include "transport/address.h"
 #include "transport/buffer.h"
@@ -62,6 +63,12 @@ struct EndpointOptions {
   // timers wait too. Uses the epoll backend (IoOptions::transferable: an io_uring ring stays
   // bound to its first thread). Requires inline_loop.
   bool handed_over = false;
+  // Relay mode: each loop gets a standby thread, so that a request handler may run its work
+  // on the loop's own thread after the round (RunAfterRound) without a blocking task stalling
+  // the socket: one that holds the loop `takeover_nanos` or more has the standby take the
+  // loop over. Uses the epoll backend (the loop changes threads). Not with inline_loop.
+  bool standby = false;
+  int64_t takeover_nanos = 1'000'000;
 };
 
 class Endpoint {
@@ -100,6 +107,17 @@ class Endpoint {
   // `until` is given, until it returns true. Callbacks fire inside; a Poll() from inside one of
   // them returns at once.
   void Poll(int64_t deadline_nanos, std::function<bool()> until = nullptr);
+
+  // Relay mode (EndpointOptions::standby), from the RequestHandler only: runs `task` on the
+  // calling loop thread once the loop's round is over, with the loop let go (Loop::
+  // RunAfterRound); false leaves `task` unrun (no standby, one task is queued already this
+  // round, or stopping). A reply from the task takes the path of a reply from another thread.
+  bool RunAfterRound(const IncomingRequest& request, absl::AnyInvocable<void() &&>& task);
+  // Relay mode: how often a standby took a loop over from a long task, and whether every
+  // loop's standby is ready (none is while the thread it took over from still runs its task).
+  // Thread-safe; for tests and stats.
+  uint64_t takeovers() const;
+  bool standbys_ready() const;
 
   // Hand-over mode only (EndpointOptions::handed_over): the calling thread becomes the one
   // that drives this endpoint, until it calls Release(). Create() returns the endpoint adopted

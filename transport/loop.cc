@@ -68,6 +68,32 @@
 // direct call left an ack for the tick to send alone: an extra packet, and a wake-up of the
 // server.
 //
+// Relay mode (EnableStandby; the runtime's default sync server): a request handler may ask for
+// its work to run on the loop's own thread once the round is over (RunAfterRound), instead of
+// handing it to a worker thread. On 2 CPUs that hand-off was the whole difference between the
+// default server and the inline one: a third spinning thread beside the caller and the loop,
+// 64 B p50 21-24 us and p99 107-142 us against 13-16 and 40-57 (docs/rpc-benchmarks.md,
+// session 19). The task may block, though, so the loop is let go while it runs: the thread
+// gives up the loop (thread_id_ cleared, the epoll backend released; RunOnce has flushed), runs
+// the task, and takes the loop back with one compare-and-swap on drive_state_. A second thread,
+// the standby, watches: a loop let go for takeover_nanos or more is taken over by the same
+// compare-and-swap, and the standby drives it from then on; the displaced thread finds the
+// swap failed when its task returns, touches nothing of the loop any more, and becomes the
+// standby. So a blocking task stalls the loop's other work once, for about the takeover time,
+// and a quick one costs no thread hand-off at all. Replies from a task take the path of a
+// reply from another thread (direct sends, above), which is why the loop need not be held.
+// The standby wakes every takeover_nanos while the loop is awake, and parks (no timeout) while
+// the loop sleeps; RunRoundTasks wakes a parked standby when it lets go (a system call, paid
+// only by a round that began with the loop asleep). On stop it takes a let-go loop over at
+// once, so the loop's Shutdown() does not wait for a task that may never return; Stop() still
+// joins both threads, so the endpoint outlives every task. A task runs only while the standby
+// is ready (standby_ready_): after a takeover the displaced thread may stay blocked in its task
+// for long, and until it returns and stands by, RunAfterRound refuses (the runtime's workers
+// take those requests), so two blocking tasks never leave the loop with nobody to drive it.
+// One task per round: a second
+// request read in the same round goes to the caller's own threads (RunAfterRound returns
+// false), so a burst is not served one handler after another on one thread.
+//
 // Completion callbacks are looked up by a token the Endpoint chose (not the engine's id),
 // because the caller needs a handle for Abort() before the loop has created the RPC.
 #include "transport/loop.h"
@@ -105,8 +131,23 @@ Loop::Loop(uint32_t index, const Config& config, std::unique_ptr<IoBackend> io,
 
 Loop::~Loop() { Stop(); }
 
+void Loop::EnableStandby(int64_t takeover_nanos) {
+  assert(!thread_.joinable() && takeover_nanos > 0);
+  takeover_nanos_ = takeover_nanos;
+}
+
 void Loop::Start() {
-  thread_ = std::thread([this] { Run(); });
+  if (takeover_nanos_ == 0) {
+    thread_ = std::thread([this] { Run(); });
+    return;
+  }
+  // The driving thread claims the loop before either runs: the standby must not see a loop
+  // that nobody drives as "let go". The standby counts as ready from the start: a loop let go
+  // before it first looks is found let go when it does.
+  drive_state_.store(kDriven);
+  standby_ready_.store(true);
+  thread_ = std::thread([this] { Relay(/*driving=*/true); });
+  standby_thread_ = std::thread([this] { Relay(/*driving=*/false); });
 }
 
 void Loop::Stop() {
@@ -114,7 +155,105 @@ void Loop::Stop() {
   stopped_ = true;
   stop_.store(true);
   io_->Notify();
+  if (takeover_nanos_ > 0) WakeStandby();
   if (thread_.joinable()) thread_.join();
+  if (standby_thread_.joinable()) standby_thread_.join();
+}
+
+void Loop::Relay(bool driving) {
+  NameThisThread(absl::StrCat("hrpc-loop", index_));
+  RequestShortSlice();
+  if (driving) thread_id_.store(std::this_thread::get_id());
+  for (;;) {
+    if (driving) {
+      if (RunUntil([this] { return stop_.load(std::memory_order_relaxed); })) {
+        Shutdown();
+        WakeStandby();  // it sees stop_ with the loop driven, and exits
+        return;
+      }
+      // The standby took the loop over while this thread ran a task: stand by in its place.
+    }
+    if (!StandBy()) return;
+    driving = true;
+  }
+}
+
+bool Loop::RunAfterRound(absl::AnyInvocable<void() &&>& task) {
+  if (takeover_nanos_ == 0 || !IsLoopThread() || !round_tasks_.empty() || shutting_down_ ||
+      stop_.load(std::memory_order_relaxed) || !standby_ready_.load()) {
+    return false;
+  }
+  round_tasks_.push_back(std::move(task));
+  return true;
+}
+
+bool Loop::RunRoundTasks() {
+  // The vector keeps its capacity: it comes back to round_tasks_ when the loop does.
+  std::vector<absl::AnyInvocable<void() &&>> tasks;
+  tasks.swap(round_tasks_);
+  // Let go. RunOnce flushed, so the backend has nothing queued for the next owner to send.
+  thread_id_.store(std::thread::id());
+  const bool released = io_->ReleaseOwner();
+  assert(released);  // EnableStandby: the epoll backend
+  (void)released;
+  let_go_nanos_.store(MonotonicClock::Get()->NowNanos());
+  drive_state_.store(kLetGo);  // seq_cst: against StandBy() parking (Dekker's pattern)
+  if (standby_parked_.load()) WakeStandby();
+  for (auto& task : tasks) std::move(task)();
+  tasks.clear();
+  int expected = kLetGo;
+  if (!drive_state_.compare_exchange_strong(expected, kDriven)) return false;  // taken over
+  thread_id_.store(std::this_thread::get_id());
+  round_tasks_.swap(tasks);
+  return true;
+}
+
+bool Loop::StandBy() {
+  const Clock* clock = MonotonicClock::Get();
+  PlainMutexLock lock(&standby_mu_);
+  // Whoever drives the loop sees this before it next lets go (the store is sequentially
+  // consistent, and the driver's RunAfterRound reads it on the loop thread it holds).
+  standby_ready_.store(true);
+  for (;;) {
+    standby_woken_ = false;
+    const bool stopping = stop_.load();
+    int64_t wait = takeover_nanos_;
+    if (drive_state_.load() == kLetGo) {
+      const int64_t held = clock->NowNanos() - let_go_nanos_.load();
+      // On stop, too: the loop's Shutdown() must not wait for a task that may never return.
+      if (stopping || held >= takeover_nanos_) {
+        int expected = kLetGo;
+        if (drive_state_.compare_exchange_strong(expected, kDriven)) {
+          standby_ready_.store(false);  // until the thread taken over from stands by
+          thread_id_.store(std::this_thread::get_id());
+          running_ = false;  // the displaced thread left RunUntil without clearing it
+          takeovers_.fetch_add(1, std::memory_order_relaxed);
+          return true;
+        }
+        continue;  // the task ended just now and its thread took the loop back
+      }
+      wait = takeover_nanos_ - held;
+    } else if (stopping) {
+      standby_ready_.store(false);
+      return false;  // the driving thread shuts the loop down
+    } else if (sleeping_.load()) {
+      // An idle loop needs no watch: park until the next RunRoundTasks() lets it go.
+      standby_parked_.store(true);  // seq_cst, then re-check: RunRoundTasks' side of Dekker
+      if (drive_state_.load() == kDriven && !stop_.load()) {
+        while (!standby_woken_) standby_cv_.Wait(&standby_mu_);
+      }
+      standby_parked_.store(false);
+      continue;
+    }
+    // A driven, awake loop, or one let go less than the takeover time ago: look again then.
+    if (!standby_woken_) standby_cv_.WaitWithTimeout(&standby_mu_, wait);
+  }
+}
+
+void Loop::WakeStandby() {
+  PlainMutexLock lock(&standby_mu_);
+  standby_woken_ = true;
+  standby_cv_.Signal();
 }
 
 bool Loop::Post(absl::AnyInvocable<void()> fn, bool wake) {
@@ -227,7 +366,7 @@ void Loop::Run() {
   Shutdown();
 }
 
-void Loop::RunUntil(absl::FunctionRef<bool()> done, int64_t wake_by_nanos) {
+bool Loop::RunUntil(absl::FunctionRef<bool()> done, int64_t wake_by_nanos) {
   assert(!running_);  // a callback must not drive the loop it runs on (see endpoint.h)
   running_ = true;
   const Clock* clock = MonotonicClock::Get();
@@ -238,6 +377,9 @@ void Loop::RunUntil(absl::FunctionRef<bool()> done, int64_t wake_by_nanos) {
   while (!done()) {
     const int64_t now = clock->NowNanos();
     if (RunOnce()) {
+      // Relay mode: the round's tasks run now, the loop let go; nothing of it may be touched
+      // once the standby has taken it over.
+      if (!round_tasks_.empty() && !RunRoundTasks()) return false;
       if (idle) spin_policy_.OnWorkAfterIdle(IdleGap(now, last_work, slept));
       idle = slept = false;
       idle_since = last_work = now;
@@ -290,6 +432,7 @@ void Loop::RunUntil(absl::FunctionRef<bool()> done, int64_t wake_by_nanos) {
     idle_since = clock->NowNanos();
   }
   running_ = false;
+  return true;
 }
 
 int64_t Loop::IdleGap(int64_t now, int64_t last_work, bool slept) {
@@ -362,6 +505,9 @@ void Loop::Shutdown() {
   }
   shutting_down_ = true;
   RunPosted();
+  // Each task runs exactly once; none is queued here unless a posted closure delivered one.
+  for (auto& task : round_tasks_) std::move(task)();
+  round_tasks_.clear();
   FailAllClientRpcs();
   // Servers we called would otherwise keep our answered RPCs until they give up asking.
   ReturnStashedAcks(MonotonicClock::Get()->NowNanos(), /*all=*/true);

@@ -7,7 +7,8 @@
 // datagram, a Post(), or the engine's next timer.
 //
 // Threading: Post() is thread-safe; everything else runs on the loop thread. The engine and
-// backend are touched only there (checked with IsLoopThread() assertions in debug builds).
+// backend are touched only there (checked with IsLoopThread() assertions in debug builds). In
+// relay mode (EnableStandby) the loop thread is whichever of two threads drives it now.
 // Owned by an Endpoint.
 #ifndef HOMARPC_TRANSPORT_LOOP_H_
 #define HOMARPC_TRANSPORT_LOOP_H_
@@ -84,10 +85,31 @@ class Loop final : public EngineHandler {
        const Endpoint::RequestHandler* handler);
   ~Loop() override;
 
+  // Relay mode (EndpointOptions::standby): Start() runs a second thread that stands by to take
+  // the loop over from one held by a task of RunAfterRound() for `takeover_nanos` or more
+  // (loop.cc, DESIGN NOTES). Before Start(); the backend must change owners (epoll).
+  void EnableStandby(int64_t takeover_nanos);
   void Start();
-  // Stops and joins the thread; before exiting, the thread fails every client RPC still in
-  // flight with CANCELLED. Idempotent.
+  // Stops and joins the thread(s); before exiting, the loop fails every client RPC still in
+  // flight with CANCELLED. Idempotent. In relay mode it waits for a running RunAfterRound()
+  // task to return.
   void Stop();
+
+  // Relay mode, on the loop thread inside a round (a request handler): runs `task` on this
+  // thread once the round's packets have been sent, with the loop let go meanwhile; a task
+  // that holds it `takeover_nanos` or more has the standby thread take the loop over, and this
+  // thread then stands by in its place. So a short task runs without a hand-off to another
+  // thread, and a long or blocking one delays the loop's other work by about the takeover
+  // time, once. Returns false, and leaves `task` unrun, when the loop has no standby or its
+  // standby is not ready (it is still running a task that was taken over from, as a blocked
+  // one may be for long), when called off the loop thread, when a task is already queued
+  // this round (one per round: the caller hands the rest to threads of its own), or when the
+  // loop is stopping.
+  bool RunAfterRound(absl::AnyInvocable<void() &&>& task);
+  // How often the standby took the loop over, and whether a standby is ready now (relay mode;
+  // false without one). Thread-safe.
+  uint64_t takeovers() const { return takeovers_.load(std::memory_order_relaxed); }
+  bool standby_ready() const { return standby_ready_.load(); }
 
   // Runs `fn` on the loop thread soon and returns true. Thread-safe. After Stop() it returns
   // false and `fn` is destroyed unrun. `wake` = false leaves a sleeping loop asleep (it runs
@@ -143,7 +165,9 @@ class Loop final : public EngineHandler {
   // Iterates until `done()` is true, spinning (SpinPolicy) and then sleeping when idle (never
   // past `wake_by_nanos`, so a caller's deadline is seen). Not re-entrant: a callback running
   // inside it must not call it again.
-  void RunUntil(absl::FunctionRef<bool()> done, int64_t wake_by_nanos = INT64_MAX);
+  // Returns false only in relay mode, when the standby took the loop over while this thread
+  // ran a RunAfterRound() task: the loop is no longer this thread's.
+  bool RunUntil(absl::FunctionRef<bool()> done, int64_t wake_by_nanos = INT64_MAX);
   // Whether RunUntil is on the stack (its callbacks are running).
   bool running() const { return running_; }
   // Refuses further posts, runs queued ones and fails client RPCs still in flight with
@@ -160,6 +184,14 @@ class Loop final : public EngineHandler {
 
  private:
   void Run();
+  // Relay mode: the body of both threads; `driving` says whether this one starts as the loop.
+  void Relay(bool driving);
+  // Runs the round's RunAfterRound() tasks with the loop let go, then takes it back; false
+  // when the standby took it over meanwhile (then nothing of the loop may be touched).
+  bool RunRoundTasks();
+  // The standby's wait: true once it has taken the loop over, false when the loop stops.
+  bool StandBy();
+  void WakeStandby();
   bool RunPosted();
   // Aborts client RPCs whose deadline has passed; returns whether any was due.
   bool RunDeadlines(int64_t now);
@@ -200,6 +232,21 @@ class Loop final : public EngineHandler {
 
   std::thread thread_;
   std::atomic<std::thread::id> thread_id_{};
+  // Relay mode (0 = off): the standby thread, the tasks of this round, and who drives.
+  int64_t takeover_nanos_ = 0;
+  std::thread standby_thread_;
+  std::vector<absl::AnyInvocable<void() &&>> round_tasks_;  // loop thread
+  enum DriveState : int { kDriven, kLetGo };
+  std::atomic<int> drive_state_{kDriven};
+  std::atomic<int64_t> let_go_nanos_{0};  // when the loop was last let go
+  std::atomic<bool> standby_parked_{false};  // waiting without a timeout (the loop sleeps)
+  // A thread waits in StandBy(), ready to take over: not so while the thread that was taken
+  // over from still runs its task (then RunAfterRound refuses).
+  std::atomic<bool> standby_ready_{false};
+  std::atomic<uint64_t> takeovers_{0};
+  PlainMutex standby_mu_;
+  PlainCondVar standby_cv_;
+  bool standby_woken_ ABSL_GUARDED_BY(standby_mu_) = false;
   std::atomic<bool> stop_{false};
   std::atomic<bool> sleeping_{false};
   // While sleeping_: when the loop will wake by itself (its next timer or deadline).

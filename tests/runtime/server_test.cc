@@ -62,6 +62,8 @@ struct TestState {
   int on_done ABSL_GUARDED_BY(mu) = 0;
   bool on_cancel_after_done ABSL_GUARDED_BY(mu) = false;
   std::thread::id sync_thread ABSL_GUARDED_BY(mu);
+  std::thread::id slow_thread ABSL_GUARDED_BY(mu);  // /test.Echo/SlowThread's last call
+  std::thread::id wait_thread ABSL_GUARDED_BY(mu);  // /test.Echo/WaitRelease's last call
   std::thread::id callback_thread ABSL_GUARDED_BY(mu);
   Server* server ABSL_GUARDED_BY(mu) = nullptr;  // for Shutdown from a handler
 };
@@ -120,6 +122,7 @@ class SyncEcho final : public Service {
     Add("/test.Echo/WaitRelease", [this](ServerContext*, const StringValue*, StringValue* resp) {
       absl::MutexLock lock(&state_->mu);
       ++state_->started;
+      state_->wait_thread = std::this_thread::get_id();
       AwaitFor(&state_->mu,
                [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(state_->mu) { return state_->release; });
       resp->set_value("released");
@@ -135,6 +138,14 @@ class SyncEcho final : public Service {
       absl::MutexLock lock(&state_->mu);
       state_->sync_thread = std::this_thread::get_id();
       resp->set_value(context->peer());
+      return Status::OK;
+    });
+    // Runs 2 ms (at least): far above the server's quick-handler average.
+    Add("/test.Echo/SlowThread", [this](ServerContext*, const StringValue*, StringValue* resp) {
+      absl::SleepFor(absl::Milliseconds(2));
+      absl::MutexLock lock(&state_->mu);
+      state_->slow_thread = std::this_thread::get_id();
+      resp->set_value("slow");
       return Status::OK;
     });
     Add("/test.Echo/Shutdown", [this](ServerContext*, const StringValue*, StringValue* resp) {
@@ -1043,6 +1054,15 @@ TEST(ServerBuilderTest, ServerBuilder_BadIoBackendFails) {
   EXPECT_EQ(builder.BuildAndStart(), nullptr);
 }
 
+TEST(ServerBuilderTest, ServerBuilder_LoopTakeoverBelowOneMicrosecondFails) {
+  for (int bad : {0, -5}) {
+    ServerBuilder builder;
+    builder.AddListeningPort("127.0.0.1:0", InsecureServerCredentials());
+    builder.AddChannelArgument(kArgLoopTakeoverMicros, bad);
+    EXPECT_EQ(builder.BuildAndStart(), nullptr) << bad;
+  }
+}
+
 TEST_F(ServerTest, Server_MultiLoopServesManyClients) {
   Start([](ServerBuilder& b) { b.SetNumLoops(3); });
   std::vector<std::unique_ptr<RawClient>> clients;
@@ -1076,12 +1096,62 @@ TEST_F(ServerTest, Server_InlineExecutorRunsSyncHandlersOnTheLoop) {
   EXPECT_EQ(state_.sync_thread, state_.callback_thread);
 }
 
-TEST_F(ServerTest, Server_WorkerPoolRunsSyncHandlersOffTheLoop) {
-  Start([](ServerBuilder& b) { b.SetExecutor(ServerExecutor::kWorkerPool, 2); });
+TEST_F(ServerTest, Server_WorkerPoolOnlyRunsSyncHandlersOffTheLoop) {
+  Start([](ServerBuilder& b) { b.SetExecutor(ServerExecutor::kWorkerPoolOnly, 2); });
   Call("/test.Echo/Thread", "x");
   Call("/test.Cb/Echo", "x");
   absl::MutexLock lock(&state_.mu);
   EXPECT_NE(state_.sync_thread, state_.callback_thread);
+}
+
+// The default executor runs a quick method's handler on the loop thread that read the request
+// (after its round), and a method whose handlers run long on the workers.
+TEST_F(ServerTest, Server_WorkerPoolRunsQuickHandlersOnTheLoopAndSlowOnesOnWorkers) {
+  Start([](ServerBuilder& b) {
+    b.SetExecutor(ServerExecutor::kWorkerPool, 2);
+    // No takeover, whatever a loaded machine does to the loop thread: it stays the one thread.
+    b.AddChannelArgument(kArgLoopTakeoverMicros, 100'000'000);
+  });
+  Call("/test.Cb/Echo", "x");  // callback handlers run on the loop thread
+  EXPECT_EQ(Call("/test.Echo/Thread", "x").status(), Status::OK);
+  std::thread::id loop_thread;
+  {
+    absl::MutexLock lock(&state_.mu);
+    loop_thread = state_.callback_thread;
+    EXPECT_EQ(state_.sync_thread, loop_thread);
+  }
+  // A method's first call counts as quick; once it has run 2 ms, its calls go to a worker.
+  EXPECT_EQ(Call("/test.Echo/SlowThread", "x").value(), "slow");
+  {
+    absl::MutexLock lock(&state_.mu);
+    EXPECT_EQ(state_.slow_thread, loop_thread);
+  }
+  EXPECT_EQ(Call("/test.Echo/SlowThread", "x").value(), "slow");
+  absl::MutexLock lock(&state_.mu);
+  EXPECT_NE(state_.slow_thread, loop_thread);
+  // (Whether /test.Echo/Thread stays on the loop depends on how long its calls took: on a
+  // loaded machine one descheduled call can make it look slow for a while.)
+}
+
+// A handler on the loop thread that blocks (here until a later call releases it) does not
+// stall the server: the loop's standby takes the socket over and serves the next calls.
+TEST_F(ServerTest, Server_WorkerPoolHandlerBlockingOnTheLoopIsTakenOver) {
+  Start([](ServerBuilder& b) { b.SetExecutor(ServerExecutor::kWorkerPool, 2); });
+  Call("/test.Cb/Echo", "x");
+  auto blocked = client_.Send(dest_, EncodeRequest("/test.Echo/WaitRelease", Value("")));
+  WaitStarted(1);
+  {
+    absl::MutexLock lock(&state_.mu);
+    EXPECT_EQ(state_.wait_thread, state_.callback_thread);  // it runs on the loop thread
+  }
+  for (int i = 0; i < 5; ++i) EXPECT_EQ(Call("/test.Echo/Echo", "next").value(), "next");
+  EXPECT_FALSE(blocked->done());
+  {
+    absl::MutexLock lock(&state_.mu);
+    state_.release = true;
+  }
+  EXPECT_EQ(blocked->Wait().value(), "released");
+  EXPECT_EQ(Call("/test.Echo/Echo", "after").value(), "after");
 }
 
 }  // namespace

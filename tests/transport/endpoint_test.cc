@@ -12,6 +12,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "tests/transport/engine_harness.h"
@@ -328,6 +329,221 @@ TEST_P(EndpointTest, Endpoint_HandedOverBetweenThreads) {
   created->reset();
   // Hand-over needs inline mode.
   o.inline_loop = false;
+  EXPECT_EQ(Endpoint::Create(o).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+// Relay mode (EndpointOptions::standby): a server whose handler runs requests of one byte as
+// tasks after the round (RunAfterRound) that wait for `release` before replying, and echoes
+// the others at once.
+struct RelayServer {
+  std::unique_ptr<Endpoint> ep;
+  Endpoint* raw = nullptr;  // for the tasks: `ep` may be resetting while one runs
+  absl::Mutex mu;
+  int tasks_started ABSL_GUARDED_BY(mu) = 0;
+  bool release ABSL_GUARDED_BY(mu) = false;
+
+  void AwaitTasksStarted(int n) {
+    absl::MutexLock lock(&mu);
+    auto started = [this, n]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) { return tasks_started >= n; };
+    mu.Await(absl::Condition(&started));
+  }
+  int TasksStarted() {
+    absl::MutexLock lock(&mu);
+    return tasks_started;
+  }
+  void SetRelease(bool value) {
+    absl::MutexLock lock(&mu);
+    release = value;
+  }
+};
+
+std::unique_ptr<RelayServer> StartRelayServer(EndpointOptions o) {
+  auto server = std::make_unique<RelayServer>();
+  RelayServer* s = server.get();
+  o.standby = true;
+  o.takeover_nanos = 2 * kNanosPerMilli;
+  auto ep = Endpoint::Create(o, [s](IncomingRequest r) {
+    if (r.payload.size() != 1) {
+      Buffer copy = std::move(r.payload);
+      s->raw->Reply(r, std::move(copy));
+      return;
+    }
+    IncomingRequest route;  // all RunAfterRound needs: which loop
+    route.loop_index = r.loop_index;
+    absl::AnyInvocable<void() &&> task = [s, r = std::move(r)]() mutable {
+      absl::MutexLock lock(&s->mu);
+      ++s->tasks_started;
+      s->mu.Await(absl::Condition(&s->release));
+      Buffer copy = std::move(r.payload);
+      s->raw->Reply(r, std::move(copy));
+    };
+    // One task per round: a second request read in the same round is answered at once.
+    if (!s->raw->RunAfterRound(route, task)) std::move(task)();
+  });
+  EXPECT_TRUE(ep.ok()) << ep.status();
+  if (!ep.ok()) return nullptr;
+  s->raw = ep->get();
+  s->ep = std::move(*ep);
+  return server;
+}
+
+TEST_P(EndpointTest, Endpoint_RelayRunsTheTaskOnTheLoopThreadOncePerRound) {
+  std::atomic<int> queued{0};
+  std::atomic<int> refused_second{0};
+  std::atomic<int> same_thread{0};
+  std::atomic<int> unrun_second{0};
+  auto self = std::make_shared<std::atomic<Endpoint*>>(nullptr);
+  EndpointOptions o = Options();
+  o.standby = true;
+  o.takeover_nanos = 100 * kNanosPerSecond;  // no takeover, however slow this machine is
+  auto created = Endpoint::Create(o, [&, self](IncomingRequest r) {
+    const std::thread::id handler_thread = std::this_thread::get_id();
+    IncomingRequest route;
+    route.loop_index = r.loop_index;
+    absl::AnyInvocable<void() &&> task = [&, self, r = std::move(r), handler_thread]() mutable {
+      if (std::this_thread::get_id() == handler_thread) same_thread.fetch_add(1);
+      Buffer copy = std::move(r.payload);
+      self->load()->Reply(r, std::move(copy));
+    };
+    ASSERT_TRUE(self->load()->RunAfterRound(route, task));
+    queued.fetch_add(1);
+    bool ran = false;
+    absl::AnyInvocable<void() &&> second = [&ran] { ran = true; };
+    if (!self->load()->RunAfterRound(route, second)) refused_second.fetch_add(1);
+    if (second != nullptr && !ran) unrun_second.fetch_add(1);  // still the caller's
+  });
+  ASSERT_TRUE(created.ok()) << created.status();
+  self->store(created->get());
+  EXPECT_EQ((*created)->io_kind(), IoKind::kEpoll);  // the loop changes threads
+  auto client = Endpoint::Create(Options());
+  ASSERT_TRUE(client.ok());
+  for (size_t size : {size_t{1}, size_t{1000}, size_t{100000}}) {
+    absl::StatusOr<Buffer> r = (*client)->Call((*created)->local_address(), Bytes(size));
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ(r->size(), size);
+  }
+  EXPECT_EQ(queued.load(), 3);
+  EXPECT_EQ(refused_second.load(), 3);
+  EXPECT_EQ(unrun_second.load(), 3);
+  EXPECT_EQ(same_thread.load(), 3);
+  EXPECT_EQ((*created)->takeovers(), 0u);
+
+  // Without a standby the request handler keeps its task.
+  auto plain = Endpoint::Create(Options(), [&](IncomingRequest r) {
+    absl::AnyInvocable<void() &&> task = [] {};
+    EXPECT_FALSE(self->load()->RunAfterRound(r, task));
+    EXPECT_NE(task, nullptr);
+    self->load()->Reply(r, Bytes(1));
+  });
+  ASSERT_TRUE(plain.ok());
+  created->reset();
+  self->store(plain->get());
+  ASSERT_TRUE((*client)->Call((*plain)->local_address(), Bytes(10)).ok());
+}
+
+TEST_P(EndpointTest, Endpoint_RelayStandbyTakesTheLoopOverFromABlockedTask) {
+  std::unique_ptr<RelayServer> server = StartRelayServer(Options());
+  ASSERT_NE(server, nullptr);
+  auto client = Endpoint::Create(Options());
+  ASSERT_TRUE(client.ok());
+  const Address dest = server->ep->local_address();
+  // Twice: the second time the thread that was displaced first is the standby.
+  for (int round = 1; round <= 2; ++round) {
+    // The thread taken over from in round 1 stands by once its task has returned, a moment
+    // after its reply.
+    const absl::Time give_up = absl::Now() + kGuard;
+    while (!server->ep->standbys_ready() && absl::Now() < give_up) std::this_thread::yield();
+    ASSERT_TRUE(server->ep->standbys_ready());
+    absl::Notification blocked_done;
+    absl::StatusOr<Buffer> blocked = absl::UnknownError("not run");
+    (*client)->SendRequest(dest, Bytes(1), [&](absl::StatusOr<Buffer> r) {
+      blocked = std::move(r);
+      blocked_done.Notify();
+    });
+    server->AwaitTasksStarted(round);
+    // The loop's first thread waits in the task: only the standby can serve this one.
+    absl::StatusOr<Buffer> r = (*client)->Call(dest, Bytes(500));
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ(r->size(), 500u);
+    EXPECT_EQ(server->ep->takeovers(), static_cast<uint64_t>(round));
+    EXPECT_FALSE(blocked_done.HasBeenNotified());
+    server->SetRelease(true);
+    ASSERT_TRUE(blocked_done.WaitForNotificationWithTimeout(kGuard));
+    ASSERT_TRUE(blocked.ok()) << blocked.status();
+    EXPECT_EQ(blocked->size(), 1u);
+    server->SetRelease(false);
+  }
+  // Both threads serve on.
+  for (int i = 0; i < 20; ++i) ASSERT_TRUE((*client)->Call(dest, Bytes(64)).ok());
+}
+
+// Two blocking tasks at once: the second is refused while the standby is busy with the first
+// (it ran a task that was taken over from), so the loop always has a thread to drive it.
+TEST_P(EndpointTest, Endpoint_RelayRefusesATaskWhileItsStandbyIsBusy) {
+  std::unique_ptr<RelayServer> server = StartRelayServer(Options());
+  ASSERT_NE(server, nullptr);
+  auto client = Endpoint::Create(Options());
+  ASSERT_TRUE(client.ok());
+  const Address dest = server->ep->local_address();
+  std::atomic<int> answered{0};
+  auto count = [&](absl::StatusOr<Buffer> r) {
+    EXPECT_TRUE(r.ok()) << r.status();
+    answered.fetch_add(1);
+  };
+  (*client)->SendRequest(dest, Bytes(1), count);
+  server->AwaitTasksStarted(1);
+  // Served only once the standby has taken over; the standby is then busy (the first thread
+  // still waits in its task).
+  ASSERT_TRUE((*client)->Call(dest, Bytes(100)).ok());
+  EXPECT_EQ(server->ep->takeovers(), 1u);
+  EXPECT_FALSE(server->ep->standbys_ready());
+  // So this blocking request is refused, and StartRelayServer's handler runs it on the loop
+  // itself: the test's stand-in for a worker pool. It blocks that loop until the release.
+  (*client)->SendRequest(dest, Bytes(1), count);
+  server->AwaitTasksStarted(2);
+  EXPECT_EQ(server->ep->takeovers(), 1u);
+  server->SetRelease(true);
+  const absl::Time give_up = absl::Now() + kGuard;
+  while (answered.load() < 2 && absl::Now() < give_up) std::this_thread::yield();
+  EXPECT_EQ(answered.load(), 2);
+  ASSERT_TRUE((*client)->Call(dest, Bytes(64)).ok());
+}
+
+TEST_P(EndpointTest, Endpoint_RelayStopsWhileATaskIsBlocked) {
+  std::unique_ptr<RelayServer> server = StartRelayServer(Options());
+  ASSERT_NE(server, nullptr);
+  auto client = Endpoint::Create(Options());
+  ASSERT_TRUE(client.ok());
+  absl::Notification done;
+  absl::Status status;
+  (*client)->SendRequest(server->ep->local_address(), Bytes(1), [&](absl::StatusOr<Buffer> r) {
+    status = r.status();
+    done.Notify();
+  });
+  server->AwaitTasksStarted(1);
+  // The endpoint stops: the standby takes the let-go loop over at once to shut it down, and
+  // the destructor waits for the task.
+  std::thread destroyer([&] { server->ep.reset(); });
+  const absl::Time give_up = absl::Now() + kGuard;
+  while (server->raw->takeovers() == 0 && absl::Now() < give_up) std::this_thread::yield();
+  EXPECT_EQ(server->raw->takeovers(), 1u);  // `raw` lives until the task has returned
+  server->SetRelease(true);
+  destroyer.join();
+  EXPECT_EQ(server->TasksStarted(), 1);
+  // The reply left if the task ran before the loop's shutdown refused it; otherwise the
+  // client's endpoint ends the call CANCELLED as it goes. Either way, exactly once.
+  client->reset();
+  ASSERT_TRUE(done.HasBeenNotified());
+  EXPECT_TRUE(status.ok() || status.code() == absl::StatusCode::kCancelled) << status;
+}
+
+TEST_P(EndpointTest, Endpoint_RelayOptionsAreChecked) {
+  EndpointOptions o = Options();
+  o.standby = true;
+  o.inline_loop = true;
+  EXPECT_EQ(Endpoint::Create(o).status().code(), absl::StatusCode::kInvalidArgument);
+  o.inline_loop = false;
+  o.takeover_nanos = 0;
   EXPECT_EQ(Endpoint::Create(o).status().code(), absl::StatusCode::kInvalidArgument);
 }
 

@@ -134,11 +134,16 @@ class HomarpcUnary final : public System {
   bool is_floor() const override { return false; }
   absl::Status Serve(const Point& point, ServerEnv& env) const override {
     SyncEcho service;
-    const bool inline_executor = executor_ == HomarpcExecutor::kInline;
-    return ServeEcho(point, env, &service,
-                     inline_executor ? homarpc::ServerExecutor::kInline
-                                     : homarpc::ServerExecutor::kWorkerPool,
-                     inline_executor ? "sync-inline" : "sync-pool");
+    switch (executor_) {
+      case HomarpcExecutor::kInline:
+        return ServeEcho(point, env, &service, homarpc::ServerExecutor::kInline, "sync-inline");
+      case HomarpcExecutor::kPool:
+        return ServeEcho(point, env, &service, homarpc::ServerExecutor::kWorkerPool, "sync-pool");
+      case HomarpcExecutor::kPoolOnly:
+        break;
+    }
+    return ServeEcho(point, env, &service, homarpc::ServerExecutor::kWorkerPoolOnly,
+                     "sync-pool-only");
   }
   absl::StatusOr<ClientSamples> RunClient(const Point& point,
                                           uint16_t server_port) const override {

@@ -78,9 +78,10 @@ ABSL_FLAG(std::string, direct_send, "1",
           "homarpc: 1 = callers send one-packet requests themselves while the transport's loop "
           "sleeps; 0 = every request goes through the loop thread.");
 ABSL_FLAG(std::string, executor, "",
-          "homarpc: where the server's sync handlers run, inline (on the loop thread) or pool "
-          "(worker threads). Empty = inline for the unary scenario (its echo never blocks), "
-          "pool for the load scenarios (homarpc's default).");
+          "homarpc: where the server's sync handlers run: inline (on the loop thread), pool "
+          "(homarpc's default: quick ones on the loop thread with a standby thread, the rest "
+          "on workers) or pool-only (every one on a worker). Empty = inline for the unary "
+          "scenario (its echo never blocks), pool for the load scenarios.");
 ABSL_FLAG(std::string, server_api, "sync",
           "Load scenarios: the API both systems' servers answer Fetch with, sync "
           "(Echo::Service) or callback (Echo::CallbackService, finished on the thread that "

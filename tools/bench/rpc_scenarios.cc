@@ -15,11 +15,21 @@ namespace homarpc::bench {
 absl::StatusOr<HomarpcExecutor> ParseExecutor(absl::string_view text) {
   if (text == "inline") return HomarpcExecutor::kInline;
   if (text == "pool") return HomarpcExecutor::kPool;
-  return absl::InvalidArgumentError(absl::StrCat("'", text, "' is not one of inline, pool"));
+  if (text == "pool-only") return HomarpcExecutor::kPoolOnly;
+  return absl::InvalidArgumentError(
+      absl::StrCat("'", text, "' is not one of inline, pool, pool-only"));
 }
 
 const char* ExecutorName(HomarpcExecutor executor) {
-  return executor == HomarpcExecutor::kInline ? "inline" : "pool";
+  switch (executor) {
+    case HomarpcExecutor::kInline:
+      return "inline";
+    case HomarpcExecutor::kPool:
+      return "pool";
+    case HomarpcExecutor::kPoolOnly:
+      return "pool-only";
+  }
+  return "unknown";
 }
 
 void RegisterRpcScenarios(Registry& registry, const RpcOptions& options) {

@@ -36,11 +36,13 @@ inline constexpr const char kHomarpcSystem[] = "homarpc";
 
 // Where homarpc's sync handlers run in the `unary` scenario (ServerBuilder::SetExecutor).
 enum class HomarpcExecutor {
-  kInline,  // on the loop thread: the echo handler never blocks (default)
-  kPool,    // homarpc's default worker pool: one hand-off per call to a worker thread
+  kInline,    // on the loop thread: the echo handler never blocks (default)
+  kPool,      // homarpc's default, ServerExecutor::kWorkerPool: quick handlers on the loop
+              // thread after its round, a standby thread ready to take the socket over
+  kPoolOnly,  // ServerExecutor::kWorkerPoolOnly: one hand-off per call to a worker thread
 };
 
-// "inline" or "pool"; otherwise INVALID_ARGUMENT with a message meant to follow "--executor: ".
+// "inline", "pool" or "pool-only"; otherwise INVALID_ARGUMENT with a message meant to follow "--executor: ".
 absl::StatusOr<HomarpcExecutor> ParseExecutor(absl::string_view text);
 const char* ExecutorName(HomarpcExecutor executor);
 
