@@ -2,8 +2,9 @@
 // `throughput` scenarios (rpc_scenarios.h), on the same Echo proto as gRPC (grpc_echo.h).
 //
 // Server: ServerBuilder on 127.0.0.1:0, one loop (SetNumLoops(1)).
-//   unary:      sync Echo::Service on the executor chosen by --executor: inline on the loop
-//               thread (default: the echo handler never blocks) or the worker pool.
+//   unary:      sync Echo::Service on the executor chosen by --executor: the default
+//               ServerExecutor::kWorkerPool (the echo, being quick, runs on the loop thread
+//               with a standby ready), kInline, or kWorkerPoolOnly (a worker per call).
 //   throughput: Echo::CallbackService, finished inline on the loop thread.
 // Client: CreateCustomChannel("127.0.0.1:<port>") — one Homa endpoint with its loop thread —
 // and the generated stub: blocking stub->Echo() (unary) or stub->async()->Echo() (throughput).

@@ -80,8 +80,8 @@ ABSL_FLAG(std::string, direct_send, "1",
 ABSL_FLAG(std::string, executor, "",
           "homarpc: where the server's sync handlers run: inline (on the loop thread), pool "
           "(homarpc's default: quick ones on the loop thread with a standby thread, the rest "
-          "on workers) or pool-only (every one on a worker). Empty = inline for the unary "
-          "scenario (its echo never blocks), pool for the load scenarios.");
+          "on workers) or pool-only (every one on a worker; the unary scenario only). Empty = "
+          "pool.");
 ABSL_FLAG(std::string, server_api, "sync",
           "Load scenarios: the API both systems' servers answer Fetch with, sync "
           "(Echo::Service) or callback (Echo::CallbackService, finished on the thread that "
@@ -586,7 +586,7 @@ int main(int argc, char** argv) {
   // --executor is read before the registry is filled: the unary homarpc system is built with it.
   const std::string executor_flag = absl::GetFlag(FLAGS_executor);
   absl::StatusOr<bench::HomarpcExecutor> executor =
-      bench::ParseExecutor(executor_flag.empty() ? "inline" : executor_flag);
+      bench::ParseExecutor(executor_flag.empty() ? "pool" : executor_flag);
   if (!executor.ok()) {
     std::fprintf(stderr, "homarpc-bench: --executor: %s\n",
                  std::string(executor.status().message()).c_str());

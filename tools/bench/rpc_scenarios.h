@@ -3,8 +3,9 @@
 //
 //   unary       blocking calls (`stub->Echo(&ctx, req, &resp)`), one caller thread per
 //               --concurrency (default 1); sizes 64 B, 1 KiB, 16 KiB, 1 MiB by default.
-//               Servers: gRPC's sync Echo::Service; homarpc's sync Echo::Service on the
-//               inline executor (--executor=pool: the worker pool).
+//               Servers: gRPC's sync Echo::Service; homarpc's sync Echo::Service on its
+//               default executor (--executor=inline: on the loop thread, no standby;
+//               --executor=pool-only: every call handed to a worker).
 //   throughput  callback calls (`stub->async()->Echo(&ctx, &req, &resp, done)`), --concurrency
 //               calls kept in flight by one client, each completion starting the next call
 //               (default 1,8,32,128 in flight, 64 B). Servers: both CallbackServices, the
@@ -36,9 +37,10 @@ inline constexpr const char kHomarpcSystem[] = "homarpc";
 
 // Where homarpc's sync handlers run in the `unary` scenario (ServerBuilder::SetExecutor).
 enum class HomarpcExecutor {
-  kInline,    // on the loop thread: the echo handler never blocks (default)
+  kInline,    // on the loop thread (ServerExecutor::kInline: the echo never blocks)
   kPool,      // homarpc's default, ServerExecutor::kWorkerPool: quick handlers on the loop
               // thread after its round, a standby thread ready to take the socket over
+              // (the default here too)
   kPoolOnly,  // ServerExecutor::kWorkerPoolOnly: one hand-off per call to a worker thread
 };
 
@@ -47,7 +49,7 @@ absl::StatusOr<HomarpcExecutor> ParseExecutor(absl::string_view text);
 const char* ExecutorName(HomarpcExecutor executor);
 
 struct RpcOptions {
-  HomarpcExecutor executor = HomarpcExecutor::kInline;
+  HomarpcExecutor executor = HomarpcExecutor::kPool;
 };
 
 // Adds `unary` and `throughput` with their systems (grpc, the baseline, and homarpc).
