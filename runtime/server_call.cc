@@ -215,13 +215,13 @@ void ServerCall::Start(Executor* executor, bool on_worker) {
     return;
   }
   if (executor->num_threads() > 0 && server_->IsQuick(handler_)) {
-    absl::AnyInvocable<void() &&> task = [this] { RunSync(); };
+    absl::AnyInvocable<void() &&> task = [this] { RunSync(/*after_round=*/true); };
     if (transport_->RunAfterRound(request_, task)) return;
   }
   executor->Run([this] { RunSync(); });
 }
 
-void ServerCall::RunSync() {
+void ServerCall::RunSync(bool after_round) {
   Status status;
   const int64_t start = NowNanos();
   {
@@ -233,9 +233,18 @@ void ServerCall::RunSync() {
       HOMARPC_LOG(WARNING) << sync_context_->method() << ": " << status.error_message();
     }
   }
+  if (after_round && status.ok() && messages_->response()->ByteSizeLong() > kOffloadBytes) {
+    // On the loop's thread, whose next round waits for this: megabytes are serialized on a
+    // worker, as for a handler finished on the loop (SendResponseAndRelease).
+    server_->RecordHandlerTime(handler_, NowNanos() - start);
+    server_->offload_executor()->Run([this, status = std::move(status)] {
+      SendResponse(status);
+      Release();
+    });
+    return;
+  }
   SendResponse(status);
-  // The response's encoding counts too: a quick handler that returns megabytes would hold the
-  // loop's thread for the copy (ServerImpl::IsQuick).
+  // The response's encoding counts too (ServerImpl::IsQuick).
   server_->RecordHandlerTime(handler_, NowNanos() - start);
   Release();
 }

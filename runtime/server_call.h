@@ -111,7 +111,8 @@ class ServerCall {
   ~ServerCall();
 
   bool is_callback() const { return callback_context_.has_value(); }
-  void RunSync();
+  // `after_round`: on the loop's thread after its round (MessageTransport::RunAfterRound).
+  void RunSync(bool after_round = false);
   void RunCallback();
   void AttachReactor(ServerUnaryReactor* reactor);
   void RunOnCancel(ServerUnaryReactor* reactor);

@@ -1133,6 +1133,17 @@ TEST_F(ServerTest, Server_WorkerPoolRunsQuickHandlersOnTheLoopAndSlowOnesOnWorke
   // loaded machine one descheduled call can make it look slow for a while.)
 }
 
+// A quick handler's large response is serialized on a worker, not on the loop's thread.
+TEST_F(ServerTest, Server_WorkerPoolLargeResponseOfAQuickHandlerArrivesWhole) {
+  Start([](ServerBuilder& b) { b.SetExecutor(ServerExecutor::kWorkerPool, 2); });
+  for (int i = 0; i < 3; ++i) {
+    Response r = Call("/test.Echo/Echo", "big:600000");
+    ASSERT_EQ(r.status(), Status::OK);
+    EXPECT_EQ(r.value(), std::string(600000, 'b'));
+  }
+  EXPECT_EQ(Call("/test.Echo/Echo", "small").value(), "small");
+}
+
 // A handler on the loop thread that blocks (here until a later call releases it) does not
 // stall the server: the loop's standby takes the socket over and serves the next calls.
 TEST_F(ServerTest, Server_WorkerPoolHandlerBlockingOnTheLoopIsTakenOver) {
