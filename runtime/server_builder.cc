@@ -21,6 +21,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 #include <utility>
 
 #include "runtime/executor.h"
@@ -153,8 +154,13 @@ std::unique_ptr<Server> ServerBuilder::BuildAndStart() {
                        << " must be at least 1, not " << takeover_us;
     return nullptr;
   }
-  options.endpoint.standby = executor_ == ServerExecutor::kWorkerPool &&
-                             options.endpoint.io.kind != transport::IoKind::kUring;
+  // (HOMARPC_IO_BACKEND, which overrides the channel argument, likewise.)
+  transport::IoKind io_kind = options.endpoint.io.kind;
+  if (const char* env = std::getenv("HOMARPC_IO_BACKEND"); env != nullptr && *env != '\0') {
+    io_kind = transport::ParseIoKind(env).value_or(io_kind);
+  }
+  options.endpoint.standby =
+      executor_ == ServerExecutor::kWorkerPool && io_kind != transport::IoKind::kUring;
   options.endpoint.takeover_nanos = int64_t{takeover_us} * transport::kNanosPerMicro;
   options.endpoint.num_loops = args_.GetInt(kArgServerLoops, num_loops_);
   if (options.endpoint.num_loops < 1) {

@@ -37,10 +37,10 @@ enum class ServerExecutor {
   // takes the socket over; other handlers, and a second request in the same round, run on a
   // pool of worker threads. (A quick call then costs no hand-off between threads.)
   kWorkerPool,
+  kInline,  // on the loop thread that received the request (handlers must never block)
   // Every sync handler on a worker thread; the loops only receive and send. For services
   // whose handlers all run long, or to keep the loops free of any handler's stalls.
   kWorkerPoolOnly,
-  kInline,  // on the loop thread that received the request (handlers must never block)
 };
 
 class ServerBuilder {

@@ -251,6 +251,7 @@ class UdpTransport final : public MessageTransport {
     o.num_loops = 1;
     o.inline_loop = true;
     o.handed_over = true;
+    o.standby = false;  // a lent socket has no loop thread to stand by for
     o.io.reuse_port = false;
     transport::Address bind = o.io.bind_address;
     bind.set_port(0);

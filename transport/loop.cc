@@ -75,7 +75,8 @@
 // 64 B p50 21-24 us and p99 107-142 us against 13-16 and 40-57 (docs/rpc-benchmarks.md,
 // session 19). The task may block, though, so the loop is let go while it runs: the thread
 // gives up the loop (thread_id_ cleared, the epoll backend released; RunOnce has flushed), runs
-// the task, and takes the loop back with one compare-and-swap on drive_state_. A second thread,
+// the task, and takes the loop back with one compare-and-swap on drive_state_ (a generation
+// count, so that a standby never takes over a later let-go than the one it timed). A second thread,
 // the standby, watches: a loop let go for takeover_nanos or more is taken over by the same
 // compare-and-swap, and the standby drives it from then on; the displaced thread finds the
 // swap failed when its task returns, touches nothing of the loop any more, and becomes the
@@ -85,8 +86,9 @@
 // The standby wakes every takeover_nanos while the loop is awake, and parks (no timeout) while
 // the loop sleeps; RunRoundTasks wakes a parked standby when it lets go (a system call, paid
 // only by a round that began with the loop asleep). On stop it takes a let-go loop over at
-// once, so the loop's Shutdown() does not wait for a task that may never return; Stop() still
-// joins both threads, so the endpoint outlives every task. A task runs only while the standby
+// once, so the loop's Shutdown() does not wait for a task that may never return, and it stays
+// until the loop has shut down (loop_finished_): a task queued just before the stop still lets
+// the loop go once more. Stop() joins both threads, so the endpoint outlives every task. A task runs only while the standby
 // is ready (standby_ready_): after a takeover the displaced thread may stay blocked in its task
 // for long, and until it returns and stands by, RunAfterRound refuses (the runtime's workers
 // take those requests), so two blocking tasks never leave the loop with nobody to drive it.
@@ -144,7 +146,7 @@ void Loop::Start() {
   // The driving thread claims the loop before either runs: the standby must not see a loop
   // that nobody drives as "let go". The standby counts as ready from the start: a loop let go
   // before it first looks is found let go when it does.
-  drive_state_.store(kDriven);
+  drive_state_.store(0);
   standby_ready_.store(true);
   thread_ = std::thread([this] { Relay(/*driving=*/true); });
   standby_thread_ = std::thread([this] { Relay(/*driving=*/false); });
@@ -168,7 +170,10 @@ void Loop::Relay(bool driving) {
     if (driving) {
       if (RunUntil([this] { return stop_.load(std::memory_order_relaxed); })) {
         Shutdown();
-        WakeStandby();  // it sees stop_ with the loop driven, and exits
+        PlainMutexLock lock(&standby_mu_);
+        loop_finished_ = true;  // the standby, waiting out the stop, may leave
+        standby_woken_ = true;
+        standby_cv_.Signal();
         return;
       }
       // The standby took the loop over while this thread ran a task: stand by in its place.
@@ -196,13 +201,15 @@ bool Loop::RunRoundTasks() {
   const bool released = io_->ReleaseOwner();
   assert(released);  // EnableStandby: the epoll backend
   (void)released;
+  const uint64_t let_go = drive_state_.load() + 1;  // odd
   let_go_nanos_.store(MonotonicClock::Get()->NowNanos());
-  drive_state_.store(kLetGo);  // seq_cst: against StandBy() parking (Dekker's pattern)
-  if (standby_parked_.load()) WakeStandby();
+  drive_state_.store(let_go);  // seq_cst: against StandBy() parking (Dekker's pattern)
+  // A parked standby needs the wake; so does one waiting out a stop (it takes over at once).
+  if (standby_parked_.load() || stop_.load()) WakeStandby();
   for (auto& task : tasks) std::move(task)();
   tasks.clear();
-  int expected = kLetGo;
-  if (!drive_state_.compare_exchange_strong(expected, kDriven)) return false;  // taken over
+  uint64_t expected = let_go;
+  if (!drive_state_.compare_exchange_strong(expected, let_go + 1)) return false;  // taken over
   thread_id_.store(std::this_thread::get_id());
   round_tasks_.swap(tasks);
   return true;
@@ -218,28 +225,33 @@ bool Loop::StandBy() {
     standby_woken_ = false;
     const bool stopping = stop_.load();
     int64_t wait = takeover_nanos_;
-    if (drive_state_.load() == kLetGo) {
+    const uint64_t state = drive_state_.load();
+    if (state % 2 == 1) {  // let go
       const int64_t held = clock->NowNanos() - let_go_nanos_.load();
       // On stop, too: the loop's Shutdown() must not wait for a task that may never return.
       if (stopping || held >= takeover_nanos_) {
-        int expected = kLetGo;
-        if (drive_state_.compare_exchange_strong(expected, kDriven)) {
+        uint64_t expected = state;
+        if (drive_state_.compare_exchange_strong(expected, state + 1)) {
           standby_ready_.store(false);  // until the thread taken over from stands by
           thread_id_.store(std::this_thread::get_id());
           running_ = false;  // the displaced thread left RunUntil without clearing it
           takeovers_.fetch_add(1, std::memory_order_relaxed);
           return true;
         }
-        continue;  // the task ended just now and its thread took the loop back
+        continue;  // that task ended just now (its thread took the loop back), or another began
       }
       wait = takeover_nanos_ - held;
     } else if (stopping) {
-      standby_ready_.store(false);
-      return false;  // the driving thread shuts the loop down
+      if (loop_finished_) {
+        standby_ready_.store(false);
+        return false;
+      }
+      // The driver shuts the loop down, unless it lets go once more first (a task queued
+      // before the stop): watch until one or the other.
     } else if (sleeping_.load()) {
       // An idle loop needs no watch: park until the next RunRoundTasks() lets it go.
       standby_parked_.store(true);  // seq_cst, then re-check: RunRoundTasks' side of Dekker
-      if (drive_state_.load() == kDriven && !stop_.load()) {
+      if (drive_state_.load() % 2 == 0 && !stop_.load()) {
         while (!standby_woken_) standby_cv_.Wait(&standby_mu_);
       }
       standby_parked_.store(false);
@@ -505,9 +517,6 @@ void Loop::Shutdown() {
   }
   shutting_down_ = true;
   RunPosted();
-  // Each task runs exactly once; none is queued here unless a posted closure delivered one.
-  for (auto& task : round_tasks_) std::move(task)();
-  round_tasks_.clear();
   FailAllClientRpcs();
   // Servers we called would otherwise keep our answered RPCs until they give up asking.
   ReturnStashedAcks(MonotonicClock::Get()->NowNanos(), /*all=*/true);

@@ -236,8 +236,9 @@ class Loop final : public EngineHandler {
   int64_t takeover_nanos_ = 0;
   std::thread standby_thread_;
   std::vector<absl::AnyInvocable<void() &&>> round_tasks_;  // loop thread
-  enum DriveState : int { kDriven, kLetGo };
-  std::atomic<int> drive_state_{kDriven};
+  // A generation count: even while a thread drives the loop, odd while it is let go; every
+  // change adds one, so a standby's compare-and-swap takes over only the let-go it timed.
+  std::atomic<uint64_t> drive_state_{0};
   std::atomic<int64_t> let_go_nanos_{0};  // when the loop was last let go
   std::atomic<bool> standby_parked_{false};  // waiting without a timeout (the loop sleeps)
   // A thread waits in StandBy(), ready to take over: not so while the thread that was taken
@@ -247,6 +248,8 @@ class Loop final : public EngineHandler {
   PlainMutex standby_mu_;
   PlainCondVar standby_cv_;
   bool standby_woken_ ABSL_GUARDED_BY(standby_mu_) = false;
+  // The loop has stopped and shut down: a standby waiting out a stop may leave.
+  bool loop_finished_ ABSL_GUARDED_BY(standby_mu_) = false;
   std::atomic<bool> stop_{false};
   std::atomic<bool> sleeping_{false};
   // While sleeping_: when the loop will wake by itself (its next timer or deadline).

@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdlib>
 #include <functional>
 #include <iterator>
 #include <map>
@@ -1131,6 +1132,47 @@ TEST_F(ServerTest, Server_WorkerPoolRunsQuickHandlersOnTheLoopAndSlowOnesOnWorke
   EXPECT_NE(state_.slow_thread, loop_thread);
   // (Whether /test.Echo/Thread stays on the loop depends on how long its calls took: on a
   // loaded machine one descheduled call can make it look slow for a while.)
+}
+
+// A server told to use io_uring keeps its loop on one thread (a ring has one issuer), so no
+// handler runs on it: whether by channel argument or by HOMARPC_IO_BACKEND.
+TEST_F(ServerTest, Server_WorkerPoolOnIoUringRunsSyncHandlersOffTheLoop) {
+  Start([](ServerBuilder& b) {
+    b.SetExecutor(ServerExecutor::kWorkerPool, 2);
+    b.AddChannelArgument(kArgIoBackend, "uring");
+  });
+  Call("/test.Cb/Echo", "x");
+  Call("/test.Echo/Thread", "x");
+  absl::MutexLock lock(&state_.mu);
+  EXPECT_NE(state_.sync_thread, state_.callback_thread);
+}
+
+TEST(ServerBuilderTest, ServerBuilder_IoUringFromTheEnvironmentKeepsHandlersOffTheLoop) {
+  const char* saved = std::getenv("HOMARPC_IO_BACKEND");
+  const std::string restore = saved != nullptr ? saved : "";
+  ASSERT_EQ(setenv("HOMARPC_IO_BACKEND", "uring", 1), 0);
+  TestState state;
+  SyncEcho sync(&state);
+  CallbackEcho callback(&state);
+  int port = 0;
+  ServerBuilder builder;
+  builder.AddListeningPort("127.0.0.1:0", InsecureServerCredentials(), &port);
+  builder.RegisterService(&sync);
+  builder.RegisterService(&callback);
+  std::unique_ptr<Server> server = builder.BuildAndStart();
+  if (saved != nullptr) {
+    setenv("HOMARPC_IO_BACKEND", restore.c_str(), 1);
+  } else {
+    unsetenv("HOMARPC_IO_BACKEND");
+  }
+  ASSERT_NE(server, nullptr);
+  RawClient client;
+  const transport::Address dest = transport::Address::Loopback4(static_cast<uint16_t>(port));
+  EXPECT_EQ(client.Call(dest, EncodeRequest("/test.Cb/Echo", Value("x"))).status(), Status::OK);
+  EXPECT_EQ(client.Call(dest, EncodeRequest("/test.Echo/Thread", Value("x"))).status(),
+            Status::OK);
+  absl::MutexLock lock(&state.mu);
+  EXPECT_NE(state.sync_thread, state.callback_thread);
 }
 
 // A quick handler's large response is serialized on a worker, not on the loop's thread.
