@@ -96,7 +96,7 @@ inline constexpr char kArgServerLoops[] = "homarpc.server_loops";
 inline constexpr char kArgMaxConcurrentCalls[] = "homarpc.max_concurrent_calls";
 // Microseconds a sync handler may hold the loop thread that received its request before the
 // loop's standby thread takes the socket over (ServerExecutor::kWorkerPool, server_builder.h).
-// Default 1000; at least 1.
+// Default 1000; at least 100 (the standby looks this often while the loop is busy).
 inline constexpr char kArgLoopTakeoverMicros[] = "homarpc.loop_takeover_us";
 
 }  // namespace homarpc
