@@ -87,12 +87,7 @@ bool UserCodeScope::InUserCodeOf(const ServerImpl* server) {
 thread_local bool InlineLoopScope::active_ = false;
 
 ServerImpl::ServerImpl(ServerLimits limits, MethodMap methods, std::unique_ptr<Executor> executor)
-    : limits_(limits), methods_(std::move(methods)), executor_(std::move(executor)) {
-  for (const auto& [name, handler] : methods_) {
-    if (handler == nullptr) continue;  // registered, not implemented (streaming)
-    handler_nanos_.try_emplace(handler, std::make_unique<std::atomic<int64_t>>(0));
-  }
-}
+    : limits_(limits), methods_(std::move(methods)), executor_(std::move(executor)) {}
 
 ServerImpl::~ServerImpl() {
   Shutdown(std::nullopt);

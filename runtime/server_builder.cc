@@ -21,7 +21,6 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <cstdlib>
 #include <utility>
 
 #include "runtime/executor.h"
@@ -156,11 +155,10 @@ std::unique_ptr<Server> ServerBuilder::BuildAndStart() {
                        << " must be at least 100, not " << takeover_us;
     return nullptr;
   }
-  // (HOMARPC_IO_BACKEND, which overrides the channel argument, likewise.)
-  transport::IoKind io_kind = options.endpoint.io.kind;
-  if (const char* env = std::getenv("HOMARPC_IO_BACKEND"); env != nullptr && *env != '\0') {
-    io_kind = transport::ParseIoKind(env).value_or(io_kind);
-  }
+  // (HOMARPC_IO_BACKEND, which overrides the channel argument, likewise; a bad value fails
+  // when the port's backend is made.)
+  const transport::IoKind io_kind =
+      transport::RequestedIoKind(options.endpoint.io.kind).value_or(options.endpoint.io.kind);
   options.endpoint.standby =
       executor_ == ServerExecutor::kWorkerPool && io_kind != transport::IoKind::kUring;
   options.endpoint.takeover_nanos = int64_t{takeover_us} * transport::kNanosPerMicro;

@@ -214,7 +214,7 @@ void ServerCall::Start(Executor* executor, bool on_worker) {
     RunSync();
     return;
   }
-  if (executor->num_threads() > 0 && server_->IsQuick(handler_)) {
+  if (executor->num_threads() > 0 && handler_->average_run_nanos() < kQuickHandlerNanos) {
     absl::AnyInvocable<void() &&> task = [this] { RunSync(/*after_round=*/true); };
     if (transport_->RunAfterRound(request_, task)) return;
   }
@@ -236,7 +236,7 @@ void ServerCall::RunSync(bool after_round) {
   if (after_round && status.ok() && messages_->response()->ByteSizeLong() > kOffloadBytes) {
     // On the loop's thread, whose next round waits for this: megabytes are serialized on a
     // worker, as for a handler finished on the loop (SendResponseAndRelease).
-    server_->RecordHandlerTime(handler_, NowNanos() - start);
+    handler_->RecordRun(NowNanos() - start);
     server_->offload_executor()->Run([this, status = std::move(status)] {
       SendResponse(status);
       Release();
@@ -244,8 +244,8 @@ void ServerCall::RunSync(bool after_round) {
     return;
   }
   SendResponse(status);
-  // The response's encoding counts too (ServerImpl::IsQuick).
-  server_->RecordHandlerTime(handler_, NowNanos() - start);
+  // The response's encoding counts too (MethodHandler::average_run_nanos).
+  handler_->RecordRun(NowNanos() - start);
   Release();
 }
 

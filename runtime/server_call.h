@@ -71,6 +71,9 @@ class ServerCall {
   int64_t deadline_nanos() const { return deadline_node_.deadline_nanos; }
   DeadlineHeapNode* deadline_node() { return &deadline_node_; }
 
+  // A sync method whose handlers average less (MethodHandler::average_run_nanos) runs on the
+  // loop thread that read the request, when the transport can (Start).
+  static constexpr int64_t kQuickHandlerNanos = 50'000;
   // Once, after ServerImpl registered the call: runs a callback handler here, or a sync one
   // on this loop thread after its round when the method has been quick and the transport can
   // (MessageTransport::RunAfterRound), or hands it to `executor` (or, `on_worker`, already on

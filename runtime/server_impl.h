@@ -109,30 +109,11 @@ class ServerImpl {
   // OnDone, forgets the call, destroys it.
   void FinalizeCall(ServerCall* call);
 
-  // Whether sync handlers of `method` have been quick: an average (weight 1/8) of their run
-  // times, each with the encoding of its response, under kQuickHandlerNanos. Those run on the loop thread that received the request
-  // (MessageTransport::RunAfterRound); the rest on the executor. Thread-safe.
-  static constexpr int64_t kQuickHandlerNanos = 50'000;
-  bool IsQuick(const MethodHandler* method) const {
-    auto it = handler_nanos_.find(method);
-    return it != handler_nanos_.end() &&
-           it->second->load(std::memory_order_relaxed) < kQuickHandlerNanos;
-  }
-  // A sync handler of `method` ran `nanos` (any thread; concurrent updates may lose one).
-  void RecordHandlerTime(const MethodHandler* method, int64_t nanos) {
-    auto it = handler_nanos_.find(method);
-    if (it == handler_nanos_.end()) return;
-    std::atomic<int64_t>& average = *it->second;
-    const int64_t old = average.load(std::memory_order_relaxed);
-    average.store(old + (nanos - old) / 8, std::memory_order_relaxed);
-  }
-
   // Where ServerCall sends a large response from a loop thread (see kOffloadBytes); nullptr
   // when the executor is inline (the application asked for everything on the loops).
   Executor* offload_executor() const {
     return executor_->num_threads() > 0 ? executor_.get() : nullptr;
   }
-
 
  private:
   struct CallKey {
@@ -176,9 +157,6 @@ class ServerImpl {
 
   const ServerLimits limits_;
   const MethodMap methods_;
-  // Per method: the average run time of its sync handlers (IsQuick); built with methods_.
-  absl::flat_hash_map<const MethodHandler*, std::unique_ptr<std::atomic<int64_t>>>
-      handler_nanos_;
   std::unique_ptr<Executor> executor_;
   std::vector<std::unique_ptr<ServerPort>> ports_;  // fixed once started
 

@@ -11,7 +11,9 @@
 #ifndef HOMARPC_RUNTIME_SERVICE_H_
 #define HOMARPC_RUNTIME_SERVICE_H_
 
+#include <atomic>
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <new>
@@ -97,6 +99,18 @@ class MethodHandler {
   // (repeated sub-messages), which the pool's bounds could not see. Never throws.
   virtual void Recycle(CallMessages* messages) const {}
   virtual std::shared_ptr<MessagePool> response_pool() const { return nullptr; }
+
+  // How long this method's sync handlers have been running, each with the encoding of its
+  // response: an average of weight 1/8 (ServerCall::Start runs quick ones on the loop thread).
+  // Thread-safe; concurrent updates may lose one.
+  int64_t average_run_nanos() const { return average_run_nanos_.load(std::memory_order_relaxed); }
+  void RecordRun(int64_t nanos) const {
+    const int64_t old = average_run_nanos_.load(std::memory_order_relaxed);
+    average_run_nanos_.store(old + (nanos - old) / 8, std::memory_order_relaxed);
+  }
+
+ private:
+  mutable std::atomic<int64_t> average_run_nanos_{0};
 };
 
 // What every unary handler of a Request/Response pair shares: how its messages are made.

@@ -91,16 +91,21 @@ std::optional<IoKind> ParseIoKind(absl::string_view name) {
   return std::nullopt;
 }
 
-absl::StatusOr<std::unique_ptr<IoBackend>> CreateIoBackend(const IoOptions& options) {
-  IoKind kind = options.kind;
-  if (const char* env = std::getenv("HOMARPC_IO_BACKEND"); env != nullptr && *env != '\0') {
-    const std::optional<IoKind> forced = ParseIoKind(env);
-    if (!forced.has_value()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "HOMARPC_IO_BACKEND=\"", env, "\": expected \"auto\", \"uring\" or \"epoll\""));
-    }
-    kind = *forced;
+absl::StatusOr<IoKind> RequestedIoKind(IoKind configured) {
+  const char* env = std::getenv("HOMARPC_IO_BACKEND");
+  if (env == nullptr || *env == '\0') return configured;
+  const std::optional<IoKind> forced = ParseIoKind(env);
+  if (!forced.has_value()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "HOMARPC_IO_BACKEND=\"", env, "\": expected \"auto\", \"uring\" or \"epoll\""));
   }
+  return *forced;
+}
+
+absl::StatusOr<std::unique_ptr<IoBackend>> CreateIoBackend(const IoOptions& options) {
+  absl::StatusOr<IoKind> requested = RequestedIoKind(options.kind);
+  if (!requested.ok()) return requested.status();
+  IoKind kind = *requested;
   if (options.transferable) kind = IoKind::kEpoll;  // only epoll can change threads
   if (absl::Status s = io_internal::ValidateOptions(options); !s.ok()) return s;
   // The socket comes first and is shared by both attempts: its errors (a port in use) are the

@@ -37,6 +37,10 @@ const char* IoKindName(IoKind kind);
 // The inverse of IoKindName: "auto", "uring" or "epoll"; nullopt for anything else. The one
 // parser of backend names (flags, channel arguments, HOMARPC_IO_BACKEND).
 std::optional<IoKind> ParseIoKind(absl::string_view name);
+// The backend asked for: `configured`, unless the environment variable HOMARPC_IO_BACKEND
+// names another ("auto", "uring", "epoll"; empty counts as unset). INVALID_ARGUMENT when it
+// names none of them. CreateIoBackend() applies it; owners that decide by the kind ask here.
+absl::StatusOr<IoKind> RequestedIoKind(IoKind configured);
 
 struct IoOptions {
   IoKind kind = IoKind::kAuto;
