@@ -192,7 +192,8 @@ class Engine {
   // free their RPCs at once rather than asking for acks nobody will send.
   void FlushAcks();
 
-  // Frees the state of RPCs that ended. Call only after the sink has flushed the packets
+  // Ends the server RPCs acknowledged by acks that rode on request packets since the last call,
+  // and frees the state of RPCs that ended. Call only after the sink has flushed the packets
   // emitted so far (their payload spans point into these RPCs' buffers).
   void Reap();
 

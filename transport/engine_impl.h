@@ -58,6 +58,8 @@ class Engine::Impl {
   uint32_t InitialGranted(const wire::Packet& p) const;
   void OnMessageComplete(Rpc* rpc);
   void ProcessAck(const Address& client, uint64_t client_id);
+  // Acts on the acks that arrived on requests since the last call (acks_due_).
+  void EndAckedRpcs();
 
   // Finds the RPC a non-DATA packet refers to (by the sender's id), or nullptr.
   Rpc* FindRpc(const Address& from, uint64_t sender_id);
@@ -179,6 +181,10 @@ class Engine::Impl {
   // at the tick (engine_timer.cc, DESIGN NOTES).
   Tombstones tombstones_;
   std::vector<std::unique_ptr<Rpc>> dead_;
+  // Server RPCs whose clients acknowledged them on a request packet (the piggybacked ack),
+  // ended at the next Reap() or when a refusal would otherwise follow (ServerRpcForData).
+  // Ending one costs a few table updates that would otherwise delay the request it rode on.
+  std::vector<ServerKey> acks_due_;
   std::vector<Peer*> peers_with_acks_;
   // The clock, read once per entry into the engine (HandlePacket, OnTimer and the application
   // calls): one read per packet instead of one per decision. Stale by at most the duration of

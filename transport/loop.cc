@@ -463,6 +463,12 @@ int64_t Loop::IdleGap(int64_t now, int64_t last_work, bool slept) {
 
 bool Loop::RunOnce() {
   assert(IsLoopThread());
+  // The last round's ended RPCs, and the server RPCs its requests acknowledged, are settled
+  // now rather than at that round's end: there the work sat between a request and its
+  // response (or a response and the caller it wakes). The flush keeps Reap()'s contract for
+  // anything queued between rounds; it is normally empty.
+  io_->Flush();
+  engine_->Reap();
   bool work = RunPosted();
   // What the posted closures queued (a request started from another thread, a response from a
   // worker) leaves now, not after the receive poll: that poll is a system call on the path.
@@ -480,7 +486,6 @@ bool Loop::RunOnce() {
   if (now >= engine_->NextTimerNanos()) engine_->OnTimer();
   work |= RunDeadlines(now);
   io_->Flush();
-  engine_->Reap();
   return work;
 }
 

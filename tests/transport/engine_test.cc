@@ -843,6 +843,29 @@ TEST_F(SmallLimitsTest, Engine_TooManyRpcsRefusedVisibly) {
   EXPECT_EQ(client->responses.size(), 3u);
 }
 
+TEST_F(SmallLimitsTest, Engine_AckRidingOnARequestFreesTheSlotThatRequestNeeds) {
+  // Two answered RPCs fill the peer's two slots until the client acks them. The third request
+  // carries one of those acks, which the server acts on before deciding (the ack would
+  // otherwise wait for its next Reap(): engine.cc, "Acks that ride on requests").
+  for (int i = 0; i < 2; ++i) {
+    ASSERT_TRUE(client->engine().SendRequest(server->address(), Bytes(100), i).ok());
+  }
+  net.Settle();
+  ASSERT_EQ(server->requests.size(), 2u);
+  for (auto& r : server->requests) ASSERT_TRUE(server->engine().SendResponse(r.handle, Bytes(1)).ok());
+  net.Settle();
+  ASSERT_EQ(client->responses.size(), 2u);
+  ASSERT_EQ(server->engine().stats().server_rpcs, 2u) << "both still await their acks";
+
+  ASSERT_TRUE(client->engine().SendRequest(server->address(), Bytes(100), 2).ok());
+  ASSERT_EQ(client->outbox.size(), 1u);
+  ASSERT_NE(client->outbox[0].Decoded().data.ack.client_id, 0u) << "the request carries an ack";
+  net.Settle();
+  EXPECT_EQ(server->requests.size(), 3u) << "admitted, not refused";
+  EXPECT_EQ(client->responses.size(), 2u) << "no refusal came back";
+  EXPECT_EQ(server->engine().stats().refused_messages, 0u);
+}
+
 TEST(EngineLimits, Engine_ReceiverRefusesMessageAboveItsLimit) {
   // The server accepts at most 1000 bytes; the client may send 64 MiB.
   Config small;
