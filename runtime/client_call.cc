@@ -327,7 +327,8 @@ Status ClientCall::Wait() {
     }
   }
   notification_.WaitForNotification();
-  // The transport releases a borrowed request when the RPC ends, right after the outcome;
+  // The transport releases a borrowed request when it frees the ended RPC, at the top of the
+  // loop's next round or at the end of an idle one (Loop::RunOnce), shortly after the outcome;
   // `request` (the caller's) must not go before.
   if (request_borrowed_) request_released_.WaitForNotification();
   {

@@ -99,6 +99,8 @@ absl::StatusOr<std::unique_ptr<Endpoint>> Endpoint::Create(const EndpointOptions
   // Without a handler nothing would answer: refuse requests on the wire instead.
   if (!ep->handler_) config.accept_requests = false;
   if (options.num_loops > 1) io.reuse_port = true;
+  io.unwatch_after_nanos =
+      std::max(io.unwatch_after_nanos, int64_t{2} * config.poll_usecs * kNanosPerMicro);
   for (int i = 0; i < options.num_loops; ++i) {
     absl::StatusOr<std::unique_ptr<IoBackend>> backend = CreateIoBackend(io);
     if (!backend.ok()) return backend.status();
@@ -165,6 +167,12 @@ bool Endpoint::RunAfterRound(const IncomingRequest& request,
 uint64_t Endpoint::takeovers() const {
   uint64_t sum = 0;
   for (const auto& loop : loops_) sum += loop->takeovers();
+  return sum;
+}
+
+uint64_t Endpoint::standby_wakes() const {
+  uint64_t sum = 0;
+  for (const auto& loop : loops_) sum += loop->standby_wakes();
   return sum;
 }
 
@@ -328,6 +336,7 @@ IoStats Endpoint::io_stats() const {
       sum.recv_truncated += s.recv_truncated;
       sum.direct_sends += s.direct_sends;
       sum.direct_send_errors += s.direct_send_errors;
+      sum.watch_changes += s.watch_changes;
       sum.direct_send_wakes += l->direct_wakes();
     });
   }

@@ -113,10 +113,11 @@ class Endpoint {
   // RunAfterRound); false leaves `task` unrun (no standby, one task is queued already this
   // round, or stopping). A reply from the task takes the path of a reply from another thread.
   bool RunAfterRound(const IncomingRequest& request, absl::AnyInvocable<void() &&>& task);
-  // Relay mode: how often a standby took a loop over from a long task, and whether every
-  // loop's standby is ready (none is while the thread it took over from still runs its task).
-  // Thread-safe; for tests and stats.
+  // Relay mode: how often a standby took a loop over from a long task, how often a task's
+  // round woke a parked standby, and whether every loop's standby is ready (none is while the
+  // thread it took over from still runs its task). Thread-safe; for tests and stats.
   uint64_t takeovers() const;
+  uint64_t standby_wakes() const;
   bool standbys_ready() const;
 
   // Hand-over mode only (EndpointOptions::handed_over): the calling thread becomes the one

@@ -22,10 +22,10 @@
 // would come between every request and its handler: ~0.25 us of a 64 B call's ~11 us on
 // loopback (docs/rpc-benchmarks.md, session 20). HandleData sets it aside in acks_due_ and
 // Reap() ends it, which the loop calls at the top of its next round, after the responses have
-// left. Two things cannot wait: a request that would be refused for want of rx bytes or of a
-// per-peer RPC slot first ends the acked RPCs (which may be what frees them), and a duplicate
-// of an acked request meanwhile finds the RPC still there, past delivery, and is suppressed as
-// before.
+// left. A request that would be refused for want of a per-peer RPC slot first ends the acked
+// RPCs (one may hold the slot); a duplicate of an acked request meanwhile finds the RPC still
+// there, past delivery, and is suppressed as before. In the meantime a tick may still ask
+// for that ack (NEED_ACK) or give the RPC up: an extra packet at worst.
 #include "transport/engine.h"
 
 #include <algorithm>
@@ -589,12 +589,10 @@ Rpc* Engine::Impl::ServerRpcForData(const Address& from, const wire::Packet& p) 
   if (!config_.accept_requests) return refuse(wire::RefuseReason::kNotServer);
   if (len > config_.IncomingLimit()) return refuse(wire::RefuseReason::kMessageTooLong);
   if (!acks_due_.empty()) {
-    // What the acks not yet acted on would free may be what this request needs.
+    // An acked RPC not yet ended may hold the per-peer slot this request needs. (Its rx bytes
+    // went at delivery, OnMessageComplete, so only the slot can be at stake.)
     const Peer* known = peers_.Find(from);
-    if (stats_.rx_bytes_held + len > config_.max_rx_bytes_held ||
-        (known != nullptr && known->server_rpcs >= config_.max_rpcs_per_peer)) {
-      EndAckedRpcs();
-    }
+    if (known != nullptr && known->server_rpcs >= config_.max_rpcs_per_peer) EndAckedRpcs();
   }
   if (stats_.rx_bytes_held + len > config_.max_rx_bytes_held) {
     return refuse(wire::RefuseReason::kNoMemory);

@@ -182,7 +182,8 @@ class Engine::Impl {
   Tombstones tombstones_;
   std::vector<std::unique_ptr<Rpc>> dead_;
   // Server RPCs whose clients acknowledged them on a request packet (the piggybacked ack),
-  // ended at the next Reap() or when a refusal would otherwise follow (ServerRpcForData).
+  // ended at the next Reap(), or when a request would otherwise be refused a per-peer slot
+  // (ServerRpcForData).
   // Ending one costs a few table updates that would otherwise delay the request it rode on.
   std::vector<ServerKey> acks_due_;
   std::vector<Peer*> peers_with_acks_;

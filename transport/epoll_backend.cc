@@ -15,11 +15,15 @@
 // Send. Flush() hands the queued packets to io_internal::Sender (sendmmsg, GSO, retries).
 //
 // The socket is in the epoll set only while the loop may sleep: Wait() adds it, and the first
-// Poll() that finds the socket empty after that removes it again. A socket in an epoll set
-// makes every datagram's delivery run epoll's callback inside the sender's system call
-// (+0.4-0.5 us per datagram on these VMs, docs/rpc-benchmarks.md, session 15), which a loop
-// that is awake and reading does not need. Adding it checks readiness, so a datagram that
-// came after the last Poll() still ends the Wait() at once.
+// Poll() that finds the socket empty IoOptions::unwatch_after_nanos (200 us, at least twice the
+// loop's spin) or more after the Wait() ended removes it again. A socket in an epoll set makes
+// every datagram's delivery run epoll's callback inside the sender's system call (+0.4-0.5 us per
+// datagram on these VMs, docs/rpc-benchmarks.md, session 15), which a loop that is awake and
+// reading does not need. But a loop that sleeps between calls (a few thousand a second) would pay
+// two epoll_ctl calls per call for it, ~2.3 us of CPU, where its datagrams arrive while it sleeps
+// anyway (and so run the callback either way): only a loop that stays awake longer than it spins
+// between sparse calls takes the socket out. Adding it checks readiness, so a datagram that came
+// after the last Poll() still ends the Wait() at once.
 //
 // Wait/Notify. Notify() writes the eventfd; the eventfd stays readable (level-triggered) until
 // Wait() reads it, so a Notify() that lands between Poll() and Wait() still ends that Wait().
@@ -89,7 +93,9 @@ class EpollBackend final : public IoBackend {
   const int event_fd_;
   const Address local_;
   bool have_pwait2_ = true;
+  const int64_t unwatch_after_nanos_;  // IoOptions::unwatch_after_nanos
   bool socket_watched_ = false;  // fd_ is in the epoll set (see DESIGN NOTES)
+  int64_t woke_nanos_ = 0;       // when the last Wait() returned
   bool add_failed_logged_ = false;
   OwnerThread owner_;
   IoStats stats_;
@@ -107,6 +113,7 @@ EpollBackend::EpollBackend(const IoOptions& options, int fd, int epoll_fd, int e
       epoll_fd_(epoll_fd),
       event_fd_(event_fd),
       local_(local),
+      unwatch_after_nanos_(options.unwatch_after_nanos),
       sender_(local.family(), options.enable_gso),
       recv_(options.recv_buffer_count, options.recv_buffer_size) {}
 
@@ -135,9 +142,13 @@ int EpollBackend::Poll(RecvFn fn) {
   owner_.Claim();
   assert(owner_.IsOwner());
   const int delivered = recv_.Receive(fd_, fn, &stats_);
-  if (socket_watched_ && delivered == 0) {
-    // Awake and the socket is empty: stop paying epoll's callback on every datagram.
-    if (epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, fd_, nullptr) == 0) socket_watched_ = false;
+  if (socket_watched_ && delivered == 0 &&
+      MonotonicClock().NowNanos() - woke_nanos_ >= unwatch_after_nanos_) {
+    // Awake a while and the socket is empty: stop paying epoll's callback on every datagram.
+    if (epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, fd_, nullptr) == 0) {
+      socket_watched_ = false;
+      ++stats_.watch_changes;
+    }
   }
   return delivered;
 }
@@ -165,6 +176,7 @@ void EpollBackend::Wait(int64_t timeout_nanos) {
       if (timeout_nanos < 0 || timeout_nanos > kNanosPerMilli) timeout_nanos = kNanosPerMilli;
     } else {
       socket_watched_ = true;
+      ++stats_.watch_changes;
     }
   }
   MonotonicClock clock;
@@ -190,9 +202,13 @@ void EpollBackend::Wait(int64_t timeout_nanos) {
     if (n >= 0 || errno != EINTR) break;
     if (deadline >= 0) {
       left = deadline - clock.NowNanos();
-      if (left <= 0) return;
+      if (left <= 0) {
+        woke_nanos_ = clock.NowNanos();
+        return;
+      }
     }
   }
+  woke_nanos_ = clock.NowNanos();
   for (int i = 0; i < n; ++i) {
     if (events[i].data.fd == event_fd_) {
       uint64_t value;

@@ -63,6 +63,10 @@ struct IoOptions {
   // memory (slots x 64 KiB, touched only as bursts need it) is not.
   uint32_t recv_buffer_count = 32;
   uint32_t recv_buffer_size = 65536;
+  // epoll: a loop awake this long since its last sleep takes its socket out of the epoll set
+  // at its next empty poll (epoll_backend.cc, DESIGN NOTES). Endpoints make it at least twice
+  // their loops' spin time, so a loop that spins and sleeps between sparse calls keeps it.
+  int64_t unwatch_after_nanos = 200 * kNanosPerMicro;
 };
 
 struct IoStats {
@@ -75,6 +79,7 @@ struct IoStats {
   uint64_t direct_sends = 0;        // datagrams SendDirect handed to the kernel
   uint64_t direct_send_errors = 0;  // ... and the ones it refused
   uint64_t direct_send_wakes = 0;   // direct sends that woke their loop anyway (Endpoint only)
+  uint64_t watch_changes = 0;       // epoll: times the socket entered or left the epoll set
 };
 
 // Remembers routes per IP address (any port: a server meets many client ports of one host),

@@ -83,18 +83,23 @@
 // standby. So a blocking task stalls the loop's other work once, for about the takeover time,
 // and a quick one costs no thread hand-off at all. Replies from a task take the path of a
 // reply from another thread (direct sends, above), which is why the loop need not be held.
-// The standby wakes every takeover_nanos while the loop is awake, and parks (no timeout) while
-// the loop sleeps; RunRoundTasks wakes a parked standby when it lets go (a system call, paid
-// only by a round that began with the loop asleep). On stop it takes a let-go loop over at
-// once, so the loop's Shutdown() does not wait for a task that may never return, and it stays
-// until the loop has shut down (loop_finished_): a task queued just before the stop still lets
-// the loop go once more. Stop() joins both threads, so the endpoint outlives every task. A task runs only while the standby
-// is ready (standby_ready_): after a takeover the displaced thread may stay blocked in its task
-// for long, and until it returns and stands by, RunAfterRound refuses (the runtime's workers
-// take those requests), so two blocking tasks never leave the loop with nobody to drive it.
-// One task per round: a second
-// request read in the same round goes to the caller's own threads (RunAfterRound returns
-// false), so a burst is not served one handler after another on one thread.
+// The standby wakes every takeover_nanos while the loop is awake, and parks (no timeout) once the
+// loop sleeps and no task has let it go for kParkAfterTakeovers takeover times; RunRoundTasks wakes
+// a parked standby when it lets go (a system call on that call's path, and a context switch).
+// Parking as soon as the loop slept made most calls of a moderate stream pay that wake-up (at 5000
+// calls/s the loop sleeps between calls): the default server took ~50 us of CPU per 64 B call,
+// ~45 with this and the epoll set's churn (epoll_backend.cc) gone, against the inline server's
+// 30-41 (`homarpc-bench --scenario=cpu`, docs/rpc-benchmarks.md, session 20). A watch costs one
+// wake-up per takeover time instead, whatever the rate. Below about one task per two takeover times it
+// costs a task its wake-up plus up to two watches. On stop it takes a let-go loop over at once, so
+// the loop's Shutdown() does not wait for a task that may never return, and it stays until the loop
+// has shut down (loop_finished_): a task queued just before the stop still lets the loop go once
+// more. Stop() joins both threads, so the endpoint outlives every task. A task runs only while the
+// standby is ready (standby_ready_): after a takeover the displaced thread may stay blocked in its
+// task for long, and until it returns and stands by, RunAfterRound refuses (the runtime's workers
+// take those requests), so two blocking tasks never leave the loop with nobody to drive it. One
+// task per round: a second request read in the same round goes to the caller's own threads
+// (RunAfterRound returns false), so a burst is not served one handler after another on one thread.
 //
 // Completion callbacks are looked up by a token the Endpoint chose (not the engine's id),
 // because the caller needs a handle for Abort() before the loop has created the RPC.
@@ -205,7 +210,12 @@ bool Loop::RunRoundTasks() {
   let_go_nanos_.store(MonotonicClock::Get()->NowNanos());
   drive_state_.store(let_go);  // seq_cst: against StandBy() parking (Dekker's pattern)
   // A parked standby needs the wake; so does one waiting out a stop (it takes over at once).
-  if (standby_parked_.load() || stop_.load()) WakeStandby();
+  if (standby_parked_.load()) {
+    standby_wakes_.fetch_add(1, std::memory_order_relaxed);
+    WakeStandby();
+  } else if (stop_.load()) {
+    WakeStandby();
+  }
   for (auto& task : tasks) std::move(task)();
   tasks.clear();
   uint64_t expected = let_go;
@@ -248,8 +258,12 @@ bool Loop::StandBy() {
       }
       // The driver shuts the loop down, unless it lets go once more first (a task queued
       // before the stop): watch until one or the other.
-    } else if (sleeping_.load()) {
-      // An idle loop needs no watch: park until the next RunRoundTasks() lets it go.
+    } else if (sleeping_.load() &&
+               clock->NowNanos() - let_go_nanos_.load() >= kParkAfterTakeovers * takeover_nanos_) {
+      // An idle loop needs no watch: park until the next RunRoundTasks() lets it go. Not while
+      // tasks came lately, though the loop sleeps between them: waking a parked standby costs
+      // the task a system call and this thread a context switch, every task, where a watch
+      // costs one wake-up per takeover time whatever the rate (DESIGN NOTES, "Relay mode").
       standby_parked_.store(true);  // seq_cst, then re-check: RunRoundTasks' side of Dekker
       if (drive_state_.load() % 2 == 0 && !stop_.load()) {
         while (!standby_woken_) standby_cv_.Wait(&standby_mu_);
@@ -257,7 +271,8 @@ bool Loop::StandBy() {
       standby_parked_.store(false);
       continue;
     }
-    // A driven, awake loop, or one let go less than the takeover time ago: look again then.
+    // A driven loop that is awake or ran a task lately, or one let go less than the takeover
+    // time ago: look again then.
     if (!standby_woken_) standby_cv_.WaitWithTimeout(&standby_mu_, wait);
   }
 }
@@ -463,16 +478,15 @@ int64_t Loop::IdleGap(int64_t now, int64_t last_work, bool slept) {
 
 bool Loop::RunOnce() {
   assert(IsLoopThread());
-  // The last round's ended RPCs, and the server RPCs its requests acknowledged, are settled
-  // now rather than at that round's end: there the work sat between a request and its
-  // response (or a response and the caller it wakes). The flush keeps Reap()'s contract for
-  // anything queued between rounds; it is normally empty.
-  io_->Flush();
-  engine_->Reap();
   bool work = RunPosted();
   // What the posted closures queued (a request started from another thread, a response from a
-  // worker) leaves now, not after the receive poll: that poll is a system call on the path.
-  if (work) io_->Flush();
+  // worker), or an inline endpoint's caller between rounds, leaves now, not after the receive
+  // poll: that poll is a system call on the path. Normally nothing.
+  io_->Flush();
+  // Then the last round's ended RPCs, and the server RPCs its requests acknowledged, are
+  // settled: at that round's end the work sat between a request and its response, or between
+  // a response and the caller it wakes. (Flushed first: Reap()'s contract.)
+  engine_->Reap();
   const int received = io_->Poll([this](const Address& from, absl::Span<const uint8_t> bytes) {
     // A directly sent request's adoption was posted before its packet left: run it before the
     // response is looked up (DESIGN NOTES).
@@ -486,6 +500,10 @@ bool Loop::RunOnce() {
   if (now >= engine_->NextTimerNanos()) engine_->OnTimer();
   work |= RunDeadlines(now);
   io_->Flush();
+  // A round without work may still have ended RPCs (the tick gives up on silent ones), and the
+  // loop may sleep next: free them now. A caller whose large request the transport borrowed
+  // waits for exactly that (ClientCall::Wait).
+  if (!work) engine_->Reap();
   return work;
 }
 

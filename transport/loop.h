@@ -109,6 +109,8 @@ class Loop final : public EngineHandler {
   // How often the standby took the loop over, and whether a standby is ready now (relay mode;
   // false without one). Thread-safe.
   uint64_t takeovers() const { return takeovers_.load(std::memory_order_relaxed); }
+  // How often a task's round woke a parked standby (relay mode). Thread-safe.
+  uint64_t standby_wakes() const { return standby_wakes_.load(std::memory_order_relaxed); }
   bool standby_ready() const { return standby_ready_.load(); }
 
   // Runs `fn` on the loop thread soon and returns true. Thread-safe. After Stop() it returns
@@ -159,7 +161,8 @@ class Loop final : public EngineHandler {
   // No thread is the loop's until the next AdoptCurrentThread() (an endpoint handed between
   // threads, Endpoint::Release): Post() and the rest see a foreign thread and queue.
   void ReleaseThread();
-  // One iteration: posted closures, received datagrams, due timers, flush, reap. Returns
+  // One iteration: posted closures, a flush, a reap of what the last round ended, received
+  // datagrams, due timers and deadlines, a flush (and a reap when nothing happened). Returns
   // whether anything happened. Loop thread only.
   bool RunOnce();
   // Iterates until `done()` is true, spinning (SpinPolicy) and then sleeping when idle (never
@@ -234,6 +237,9 @@ class Loop final : public EngineHandler {
   std::atomic<std::thread::id> thread_id_{};
   // Relay mode (0 = off): the standby thread, the tasks of this round, and who drives.
   int64_t takeover_nanos_ = 0;
+  // The standby parks once the loop sleeps and no task has let it go for this many takeover
+  // times; until then it keeps watching (StandBy()).
+  static constexpr int64_t kParkAfterTakeovers = 2;
   std::thread standby_thread_;
   std::vector<absl::AnyInvocable<void() &&>> round_tasks_;  // loop thread
   // A generation count: even while a thread drives the loop, odd while it is let go; every
@@ -245,6 +251,7 @@ class Loop final : public EngineHandler {
   // over from still runs its task (then RunAfterRound refuses).
   std::atomic<bool> standby_ready_{false};
   std::atomic<uint64_t> takeovers_{0};
+  std::atomic<uint64_t> standby_wakes_{0};
   PlainMutex standby_mu_;
   PlainCondVar standby_cv_;
   bool standby_woken_ ABSL_GUARDED_BY(standby_mu_) = false;

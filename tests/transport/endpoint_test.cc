@@ -17,6 +17,7 @@
 #include "absl/time/time.h"
 #include "tests/transport/engine_harness.h"
 #include "transport/clock.h"
+#include "transport/message_bytes.h"
 
 namespace homarpc::transport {
 namespace {
@@ -64,6 +65,27 @@ TEST_P(EndpointTest, Endpoint_OversizedRequestRefusedLocally) {
   EXPECT_EQ(server->stats().requests_delivered, 0u);
 }
 
+TEST_P(EndpointTest, Endpoint_AcksRidingOnRequestsEndTheServersRpcs) {
+  // Each call's request carries the ack for the one before (Loop::StashAck); the server ends
+  // that RPC after its round (engine.cc, "Acks that ride on requests"). The server never asks
+  // for acks here, so RPCs whose piggybacked acks were dropped would pile up: at most the
+  // last call's RPC and one acked in the last round remain, plus one for each stall of this
+  // machine longer than a tick (the client then sends its held ack alone).
+  EndpointOptions o = Options();
+  o.config.request_ack_ticks = 100000;
+  o.config.need_ack_give_up_ticks = 200000;
+  auto server = EchoServer(o);
+  auto client = Endpoint::Create(Options());
+  ASSERT_TRUE(client.ok());
+  constexpr int kCalls = 50;
+  for (int i = 0; i < kCalls; ++i) {
+    ASSERT_TRUE((*client)->Call(server->local_address(), Bytes(16)).ok());
+  }
+  EXPECT_EQ(server->stats().requests_delivered, uint64_t{kCalls});
+  EXPECT_LE(server->stats().server_rpcs, 6u);
+  EXPECT_EQ(server->stats().packets_sent[static_cast<uint8_t>(wire::PacketType::kNeedAck)], 0u);
+}
+
 TEST_P(EndpointTest, Endpoint_NobodyListeningIsUnavailable) {
   EndpointOptions o = Options();
   o.config.timeout_ticks = 20;  // 20 ms of silence
@@ -78,6 +100,36 @@ TEST_P(EndpointTest, Endpoint_NobodyListeningIsUnavailable) {
   }
   absl::StatusOr<Buffer> r = (*client)->Call(dead, Bytes(10));
   EXPECT_EQ(r.status().code(), absl::StatusCode::kUnavailable) << r.status();
+}
+
+TEST_P(EndpointTest, Endpoint_ARequestIsReleasedOnceTheTickGivesItsRpcUp) {
+  // The RPC the tick gives up on ends in a round with nothing else to do, and a loop that does
+  // not spin sleeps right after it: that round frees the RPC (Loop::RunOnce), so the request's
+  // owner (a blocking caller whose request the transport borrowed: ClientCall::Wait) has it
+  // back with the outcome, not when the loop next wakes, up to a second later.
+  EndpointOptions o = Options();
+  o.config.timeout_ticks = 20;  // 20 ms of silence
+  o.config.poll_usecs = 0;
+  auto client = Endpoint::Create(o);
+  ASSERT_TRUE(client.ok());
+  Address dead;  // a port with no socket
+  {
+    auto probe = Endpoint::Create(Options());
+    ASSERT_TRUE(probe.ok());
+    dead = (*probe)->local_address();
+  }
+  absl::Notification released;
+  absl::Notification done;
+  absl::Status status;
+  MessageBytes request(Bytes(10));
+  request.OnRelease([&released] { released.Notify(); });
+  (*client)->SendRequest(dead, std::move(request), [&](absl::StatusOr<Buffer> r) {
+    status = r.status();
+    done.Notify();
+  });
+  ASSERT_TRUE(done.WaitForNotificationWithTimeout(absl::Seconds(10)));
+  EXPECT_EQ(status.code(), absl::StatusCode::kUnavailable) << status;
+  EXPECT_TRUE(released.WaitForNotificationWithTimeout(absl::Milliseconds(300)));
 }
 
 TEST_P(EndpointTest, Endpoint_ClientOnlyEndpointRefusesRequests) {
@@ -479,6 +531,29 @@ TEST_P(EndpointTest, Endpoint_RelayStandbyTakesTheLoopOverFromABlockedTask) {
   }
   // Both threads serve on.
   for (int i = 0; i < 20; ++i) ASSERT_TRUE((*client)->Call(dest, Bytes(64)).ok());
+}
+
+TEST_P(EndpointTest, Endpoint_RelayStandbyKeepsWatchThroughASparseStreamOfTasks) {
+  // Calls 6 ms apart to a server whose standby looks every 20 ms: its loop sleeps between them
+  // (it spins 50 us), but a task let it go within the last kParkAfterTakeovers takeover times
+  // (40 ms), so the standby stays on watch instead of parking, and calls do not pay for waking
+  // it (loop.cc, "Relay mode"). Parking whenever it found the loop asleep woke it every few
+  // calls. The bound leaves room for this machine stalling > 30 ms between calls, twice.
+  std::unique_ptr<RelayServer> server = StartRelayServer(Options(), 20 * kNanosPerMilli);
+  ASSERT_NE(server, nullptr);
+  server->SetRelease(true);  // the tasks reply at once
+  auto client = Endpoint::Create(Options());
+  ASSERT_TRUE(client.ok());
+  const Address dest = server->ep->local_address();
+  constexpr int kCalls = 40;
+  for (int i = 0; i < kCalls; ++i) {
+    absl::StatusOr<Buffer> r = (*client)->Call(dest, Bytes(1));
+    ASSERT_TRUE(r.ok()) << r.status();
+    absl::SleepFor(absl::Milliseconds(6));  // the subject: gaps the loop sleeps through
+  }
+  EXPECT_EQ(server->TasksStarted(), kCalls);
+  EXPECT_LE(server->ep->standby_wakes(), 3u);
+  EXPECT_EQ(server->ep->takeovers(), 0u);
 }
 
 // Two blocking tasks at once: the second is refused while the standby is busy with the first

@@ -852,7 +852,9 @@ TEST_F(SmallLimitsTest, Engine_AckRidingOnARequestFreesTheSlotThatRequestNeeds) 
   }
   net.Settle();
   ASSERT_EQ(server->requests.size(), 2u);
-  for (auto& r : server->requests) ASSERT_TRUE(server->engine().SendResponse(r.handle, Bytes(1)).ok());
+  for (auto& r : server->requests) {
+    ASSERT_TRUE(server->engine().SendResponse(r.handle, Bytes(1)).ok());
+  }
   net.Settle();
   ASSERT_EQ(client->responses.size(), 2u);
   ASSERT_EQ(server->engine().stats().server_rpcs, 2u) << "both still await their acks";

@@ -394,7 +394,8 @@ TEST_P(IoBackendTest, NotifyBeforeWaitIsNotLostByAnInterveningPoll) {
 }
 
 // Both backends stop watching the socket while the loop is awake (uring: a poll that fired is
-// not re-armed until Wait(); epoll: the first empty Poll() takes the socket out of the set)
+// not re-armed until Wait(); epoll: an empty Poll() 200 us or more after a Wait() takes the
+// socket out of the set)
 // and watch it again in Wait(). A datagram that lands in between must still end that Wait()
 // at once, whether the Wait() before ended by its timeout (uring: poll still armed) or by a
 // datagram (uring: poll consumed, armed afresh on a readable socket).
@@ -423,6 +424,49 @@ TEST_P(IoBackendTest, DatagramThatArrivedAfterTheLastPollEndsTheNextWait) {
     send_then_wait();              // after a Wait() that a datagram ended
   }
   EXPECT_EQ(seen, 6u);
+}
+
+// epoll: a loop that sleeps between sparse datagrams keeps its socket in the epoll set (taking
+// it out and back costs two system calls per datagram, and a datagram that arrives while the
+// loop sleeps pays epoll's callback either way); one that stays awake past 200 us takes it
+// out. Seen through IoStats::watch_changes.
+TEST_P(IoBackendTest, EpollKeepsWatchingThroughShortWakesAndStopsForLongOnes) {
+  if (GetParam().kind != IoKind::kEpoll) GTEST_SKIP() << "an epoll backend's watch";
+  auto a = Make();
+  auto b = Make();
+  ASSERT_TRUE(a && b);
+  size_t seen = 0;
+  const auto count = [&seen](const Address&, absl::Span<const uint8_t>) { ++seen; };
+  constexpr int kDatagrams = 10;
+  for (int i = 0; i < kDatagrams; ++i) {
+    SendOneAndFlush(*a, *b, static_cast<uint32_t>(i), 50);
+    b->Wait(kGuardNanos);  // watched from here on
+    EXPECT_EQ(b->Poll(count), 1);
+    EXPECT_EQ(b->Poll(count), 0);  // empty right after the wake: still watched
+  }
+  EXPECT_EQ(seen, static_cast<size_t>(kDatagrams));
+  // One add at the first Wait(), then none; a stall over 200 us between a Wait() and the
+  // Poll() after it costs a removal and an add: the bound allows two. Removing the socket at
+  // every empty Poll() made 2 x kDatagrams.
+  const uint64_t changes = b->stats().watch_changes;
+  EXPECT_GE(changes, 1u);
+  EXPECT_LE(changes, 5u);
+  // Awake and reading for 1 ms: the socket leaves the set, once.
+  MonotonicClock clock;
+  const int64_t until = clock.NowNanos() + kNanosPerMilli;
+  do {
+    b->Poll(count);
+  } while (clock.NowNanos() < until);
+  EXPECT_EQ(b->stats().watch_changes, changes + (changes % 2 == 1 ? 1 : 0));
+  EXPECT_EQ(b->stats().watch_changes % 2, 0u) << "out of the set";
+  // A datagram that lands while it is out still ends the next Wait() at once: adding the
+  // socket back checks readiness.
+  SendOneAndFlush(*a, *b, kDatagrams, 50);
+  const int64_t start = clock.NowNanos();
+  b->Wait(kGuardNanos);
+  EXPECT_LT(clock.NowNanos() - start, kGuardNanos / 2) << "the datagram did not end Wait()";
+  EXPECT_EQ(b->stats().watch_changes % 2, 1u) << "in the set again";
+  EXPECT_EQ(b->Poll(count), 1);
 }
 
 // LastArrivalNanos: the kernel's receive timestamp of the last datagram read. After
