@@ -14,9 +14,9 @@
 //
 // Send. Flush() hands the queued packets to io_internal::Sender (sendmmsg, GSO, retries).
 //
-// The socket is in the epoll set only while the loop may sleep: Wait() adds it, and the first
-// Poll() that finds the socket empty IoOptions::unwatch_after_nanos (200 us, at least twice the
-// loop's spin) or more after the Wait() ended removes it again. A socket in an epoll set makes
+// The socket is in the epoll set while the loop may sleep: Wait() adds it, and the first Poll()
+// that finds the socket empty IoOptions::unwatch_after_nanos (200 us, at least twice the loop's
+// idle spin) or more after the Wait() ended removes it again. A socket in an epoll set makes
 // every datagram's delivery run epoll's callback inside the sender's system call (+0.4-0.5 us per
 // datagram on these VMs, docs/rpc-benchmarks.md, session 15), which a loop that is awake and
 // reading does not need. But a loop that sleeps between calls (a few thousand a second) would pay
@@ -233,7 +233,8 @@ absl::StatusOr<std::unique_ptr<IoBackend>> CreateEpollBackend(const IoOptions& o
     close(epoll_fd);
     return ErrnoToStatus(err, "eventfd");
   }
-  // The eventfd is watched for good; the socket only while the loop may sleep (Wait()).
+  // The eventfd is watched for good; the socket from a Wait() until an empty Poll() a while
+  // after it (DESIGN NOTES).
   epoll_event ev{};
   ev.events = EPOLLIN;
   ev.data.fd = event_fd;

@@ -1,7 +1,8 @@
 // EpollBackend: the epoll implementation of IoBackend, for kernels or sandboxes without
 // io_uring and as a second implementation to test the contract against.
 //
-// epoll watches an eventfd (Notify) and, while the loop sleeps, the UDP socket. Poll() drains
+// epoll watches an eventfd (Notify) and, while the loop sleeps (and for a while after it
+// wakes: epoll_backend.cc, DESIGN NOTES), the UDP socket. Poll() drains
 // the socket with recvmmsg into recv_buffer_count buffers of recv_buffer_size bytes per call;
 // Flush() hands the whole batch to sendmmsg, one message per GSO run or datagram. The class
 // itself is private to epoll_backend.cc.

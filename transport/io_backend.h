@@ -65,7 +65,8 @@ struct IoOptions {
   uint32_t recv_buffer_size = 65536;
   // epoll: a loop awake this long since its last sleep takes its socket out of the epoll set
   // at its next empty poll (epoll_backend.cc, DESIGN NOTES). Endpoints make it at least twice
-  // their loops' spin time, so a loop that spins and sleeps between sparse calls keeps it.
+  // their loops' idle spin (Config::poll_usecs), so a loop that spins and sleeps between sparse
+  // calls keeps it; a loop mid-transfer spins longer (busy_poll_usecs) and may take it out.
   int64_t unwatch_after_nanos = 200 * kNanosPerMicro;
 };
 

@@ -91,7 +91,7 @@
 // ~45 with this and the epoll set's churn (epoll_backend.cc) gone, against the inline server's
 // 30-41 (`homarpc-bench --scenario=cpu`, docs/rpc-benchmarks.md, session 20). A watch costs one
 // wake-up per takeover time instead, whatever the rate. Below about one task per two takeover times it
-// costs a task its wake-up plus up to two watches. On stop it takes a let-go loop over at once, so
+// costs a task its wake-up plus two or three watches. On stop it takes a let-go loop over at once, so
 // the loop's Shutdown() does not wait for a task that may never return, and it stays until the loop
 // has shut down (loop_finished_): a task queued just before the stop still lets the loop go once
 // more. Stop() joins both threads, so the endpoint outlives every task. A task runs only while the
@@ -481,7 +481,7 @@ bool Loop::RunOnce() {
   bool work = RunPosted();
   // What the posted closures queued (a request started from another thread, a response from a
   // worker), or an inline endpoint's caller between rounds, leaves now, not after the receive
-  // poll: that poll is a system call on the path. Normally nothing.
+  // poll: that poll is a system call on the path.
   io_->Flush();
   // Then the last round's ended RPCs, and the server RPCs its requests acknowledged, are
   // settled: at that round's end the work sat between a request and its response, or between
