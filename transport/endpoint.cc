@@ -14,6 +14,13 @@
 namespace homarpc::transport {
 namespace {
 
+uint64_t SumOverLoops(const std::vector<std::unique_ptr<Loop>>& loops,
+                      uint64_t (Loop::*count)() const) {
+  uint64_t sum = 0;
+  for (const auto& loop : loops) sum += (loop.get()->*count)();
+  return sum;
+}
+
 void Add(EngineStats& sum, const EngineStats& s) {
   for (int i = 0; i < 256; ++i) {
     sum.packets_sent[i] += s.packets_sent[i];
@@ -164,17 +171,9 @@ bool Endpoint::RunAfterRound(const IncomingRequest& request,
   return loops_[request.loop_index]->RunAfterRound(task);
 }
 
-uint64_t Endpoint::takeovers() const {
-  uint64_t sum = 0;
-  for (const auto& loop : loops_) sum += loop->takeovers();
-  return sum;
-}
+uint64_t Endpoint::takeovers() const { return SumOverLoops(loops_, &Loop::takeovers); }
 
-uint64_t Endpoint::standby_wakes() const {
-  uint64_t sum = 0;
-  for (const auto& loop : loops_) sum += loop->standby_wakes();
-  return sum;
-}
+uint64_t Endpoint::standby_wakes() const { return SumOverLoops(loops_, &Loop::standby_wakes); }
 
 bool Endpoint::standbys_ready() const {
   for (const auto& loop : loops_) {

@@ -17,15 +17,16 @@
 // 2 x timeout_ticks so a duplicate request packet still in flight cannot run it again (the
 // Homa module has this gap, reference §2.4).
 //
-// Acks that ride on requests. A client's next request to us usually carries the ack for its
-// last RPC (Loop::StashAck), so ending that RPC (two table updates, a tombstone, its memory)
-// would come between every request and its handler: ~0.25 us of a 64 B call's ~11 us on
-// loopback (docs/rpc-benchmarks.md, session 20). HandleData sets it aside in acks_due_ and
-// Reap() ends it, which the loop calls early in its next round (after the posted closures and
-// a flush) or at the end of a round without work, after the responses have left. A request that would be refused for want of a per-peer RPC slot first ends the acked
-// RPCs (one may hold the slot); a duplicate of an acked request meanwhile finds the RPC still
-// there, past delivery, and is suppressed as before. In the meantime a tick may still ask
-// for that ack (NEED_ACK) or give the RPC up: an extra packet at worst.
+// Acks that ride on requests. A client's next request to us usually carries the ack for its last
+// RPC (Loop::StashAck), so ending that RPC (two table updates, a tombstone, its memory) would come
+// between every request and its handler: ~0.25 us of a 64 B call's ~11 us on loopback
+// (docs/rpc-benchmarks.md, session 20). HandleData sets it aside in acks_due_ and Reap() ends it,
+// which the loop calls early in its next round (after the posted closures and a flush) or at the
+// end of a round without work, after the responses have left. A request that would be refused for
+// want of a per-peer RPC slot first ends the acked RPCs (one may hold the slot); a duplicate of an
+// acked request meanwhile finds the RPC still there, past delivery, and is suppressed as before. In
+// the meantime a tick may still ask for that ack (NEED_ACK) or give the RPC up: an extra packet at
+// worst.
 #include "transport/engine.h"
 
 #include <algorithm>

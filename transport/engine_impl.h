@@ -182,9 +182,8 @@ class Engine::Impl {
   Tombstones tombstones_;
   std::vector<std::unique_ptr<Rpc>> dead_;
   // Server RPCs whose clients acknowledged them on a request packet (the piggybacked ack),
-  // ended at the next Reap(), or when a request would otherwise be refused a per-peer slot
-  // (ServerRpcForData).
-  // Ending one costs a few table updates that would otherwise delay the request it rode on.
+  // ended at the next Reap() rather than before the request they rode on is served, or at
+  // once when that request would otherwise be refused a per-peer slot (ServerRpcForData).
   std::vector<ServerKey> acks_due_;
   std::vector<Peer*> peers_with_acks_;
   // The clock, read once per entry into the engine (HandlePacket, OnTimer and the application

@@ -203,8 +203,8 @@ void EpollBackend::Wait(int64_t timeout_nanos) {
     if (deadline >= 0) {
       left = deadline - clock.NowNanos();
       if (left <= 0) {
-        woke_nanos_ = clock.NowNanos();
-        return;
+        n = 0;  // timed out while interrupted
+        break;
       }
     }
   }
