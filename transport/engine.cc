@@ -303,8 +303,7 @@ void Engine::Impl::StartOutgoing(Rpc* rpc, MessageBytes message) {
   out.granted = out.unscheduled;
   out.active = true;
   UpdateSending(rpc);
-  pacer_.Update(rpc);
-  Pump();
+  PumpNew(rpc);
 }
 
 absl::StatusOr<Rpc*> Engine::Impl::RpcAwaitingResponse(const ServerRpcHandle& handle) {

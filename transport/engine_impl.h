@@ -120,6 +120,10 @@ class Engine::Impl {
   // ---- engine_output.cc: transmission ----
   // Sends what the pacer allows, SRPT first. Re-entrancy safe (nested calls return at once).
   void Pump();
+  // Pump() for `rpc`, whose message was just made sendable (StartOutgoing): where nothing else
+  // waits in the pacer and `rpc` may go now, its first burst leaves without a stop in the
+  // ready set (for a one-packet message that stop was a btree node allocated and freed).
+  void PumpNew(Rpc* rpc);
   // Sends DATA packets of rpc->out from next_xmit while granted and the pacer allows; returns
   // bytes of payload sent.
   uint32_t TransmitFrom(Rpc* rpc, uint32_t max_bytes);

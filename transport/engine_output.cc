@@ -40,6 +40,18 @@ void Engine::Impl::Pump() {
   in_pump_ = false;
 }
 
+void Engine::Impl::PumpNew(Rpc* rpc) {
+  // What Pump() would do with `rpc` first in SRPT order, less filing it: with the ready set
+  // empty it is Pick()'s only answer. Not counted as a pick (the FIFO share is of contested
+  // picks, and there is no other message to be fair to).
+  if (!in_pump_ && pacer_.empty() &&
+      (rpc->peer->unpaced || pacer_.MaySend(now_, rpc->out.remaining()))) {
+    TransmitFrom(rpc, kBurstBytes);
+  }
+  pacer_.Update(rpc);  // files it only if something is left to send
+  Pump();
+}
+
 uint32_t Engine::Impl::TransmitFrom(Rpc* rpc, uint32_t max_bytes) {
   OutMessage& out = rpc->out;
   const int64_t now = now_;

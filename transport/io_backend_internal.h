@@ -210,6 +210,7 @@ class RecvBatch {
 
   const uint32_t slot_size_;
   bool one_next_ = false;
+  unsigned filled_ = 0;  // slots the last recvmmsg filled (their headers need restoring)
   std::unique_ptr<uint8_t[]> memory_;
   std::vector<mmsghdr> msgs_;
   std::vector<iovec> iovs_;

@@ -205,8 +205,10 @@ class Loop final : public EngineHandler {
   bool SparseCalls();
   // Updates routes_[dest] from the engine (direct sends).
   void RefreshRoute(const Address& dest);
-  // A client RPC to `dest` finished: set one of the acks the engine owes `dest` aside for the
-  // next direct request (if it has a route and nothing is set aside yet).
+  // A client RPC to `dest` that was sent directly finished: set one of the acks the engine
+  // owes `dest` aside for the next direct request (if it has a route and nothing is set aside
+  // yet). After an RPC the loop sent, the next one most likely goes through the loop too, and
+  // the engine's own request carries the ack without the detour.
   void StashAck(const Address& dest);
   // Gives back to the engine, and sends at once, the set-aside acks no direct request took
   // within ack_hold_nanos_ (all of them with `all`); or the one for `dest`, before the loop
@@ -214,7 +216,7 @@ class Loop final : public EngineHandler {
   void ReturnStashedAcks(int64_t now, bool all);
   void ReturnStashedAck(const Address& dest);
   // Registers a started client RPC (pending_, deadlines_) and refreshes the direct route.
-  void TrackClientRpc(uint64_t token, const Address& dest, RpcId id,
+  void TrackClientRpc(uint64_t token, const Address& dest, RpcId id, bool direct,
                       Endpoint::ResponseCallback done, int64_t deadline_nanos);
   void FailAllClientRpcs();
   // The idle time before work found at `now`, the last work having been at `last_work`: for a
@@ -304,6 +306,7 @@ class Loop final : public EngineHandler {
   struct Pending {
     RpcId id = 0;
     Address dest;
+    bool direct = false;  // its request was sent by the caller (AdoptDirectRpc)
     Endpoint::ResponseCallback done;
   };
   absl::flat_hash_map<uint64_t, Pending> pending_;

@@ -197,6 +197,35 @@ TEST_P(IoBackendTest, EqualSizeRunGoesOutAsOneGsoSendAndArrivesAsDatagrams) {
   }
 }
 
+// The receive slots' headers are restored only where the kernel wrote them (RecvBatch): a
+// datagram without a GRO note leaves its slot's control length at 0, so a GRO batch that lands
+// in that slot later must still get its note and be split, not delivered as one datagram.
+TEST_P(IoBackendTest, GroBatchAfterPlainDatagramsAndEmptyPollsIsStillSplit) {
+  auto a = Make();
+  IoOptions receiver_options = Options();
+  receiver_options.enable_gro = true;
+  auto b = Make(receiver_options);
+  ASSERT_TRUE(a && b);
+
+  Burst plain;  // three sizes, so no two could be one GSO run
+  plain.Add(b->local_address(), 0, 1, 100);
+  plain.Add(b->local_address(), 0, 2, 300);
+  plain.Add(b->local_address(), 0, 3, 200);
+  plain.SendAll(*a);
+  a->Flush();
+  EXPECT_EQ(BytesOf(ReceiveN(*b, 3, a->local_address())),
+            plain.ExpectedFor(b->local_address()));
+  for (int i = 0; i < 3; ++i) b->Poll([](const Address&, absl::Span<const uint8_t>) {});
+
+  Burst run;  // 10 x 1200 bytes: one GSO send, one GRO batch where the receiver batches
+  for (uint32_t seq = 10; seq < 20; ++seq) run.Add(b->local_address(), 0, seq, 1184);
+  run.SendAll(*a);
+  a->Flush();
+  EXPECT_EQ(BytesOf(ReceiveN(*b, 10, a->local_address())), run.ExpectedFor(b->local_address()));
+  EXPECT_EQ(b->stats().datagrams_received, 13u);
+  EXPECT_EQ(b->stats().recv_truncated, 0u);
+}
+
 TEST_P(IoBackendTest, LongRunsAreCutAtTheSegmentAndByteLimits) {
   auto a = Make();
   auto b = Make();
