@@ -192,10 +192,10 @@ uint64_t Endpoint::SendRequest(const Address& dest, MessageBytes request,
   if (loop->IsLoopThread()) {
     // Inline mode, or a callback on this loop's thread: start it now, so that an Abort() that
     // follows on this thread finds it.
-    loop->StartClientRpc(token, dest, std::move(request), std::move(done), deadline_nanos);
     // Inline mode outside Poll()/Call(): the request leaves now, not after the first receive
     // poll of the Poll() that follows (a system call on the round trip's path).
-    if (inline_loop_ && !loop->running()) loop->io().Flush();
+    loop->StartClientRpc(token, dest, std::move(request), std::move(done), deadline_nanos,
+                         /*flush=*/inline_loop_ && !loop->running());
     return token;
   }
   // One allocation (the closure): when the loop has stopped and Post() destroys the closure

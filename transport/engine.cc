@@ -83,6 +83,8 @@ absl::Status Engine::SendResponse(const ServerRpcHandle& rpc, MessageBytes respo
 bool Engine::GetDirectRoute(const Address& dest, DirectRoute* route) {
   return impl_->GetDirectRoute(dest, route);
 }
+
+uint64_t Engine::route_epoch() const { return impl_->route_epoch_; }
 RpcId Engine::ReserveClientId() {
   return impl_->next_client_id_.fetch_add(2, std::memory_order_relaxed);
 }
@@ -796,6 +798,7 @@ void Engine::Impl::HandleCutoffs(const Address& from, const wire::Packet& p) {
   if (peer == nullptr) return;
   peer->cutoffs = p.cutoffs.unsched_cutoffs;
   peer->cutoff_version = p.cutoffs.cutoff_version;
+  ++route_epoch_;
 }
 
 void Engine::Impl::HandleNeedAck(const Address& from, Rpc* rpc, const wire::Packet& p) {

@@ -131,6 +131,10 @@ class Engine {
   };
   // Engine thread: the route to `dest`; false when the engine knows no such peer.
   bool GetDirectRoute(const Address& dest, DirectRoute* route);
+  // Engine thread: changes whenever a route GetDirectRoute gave may have changed since (a
+  // peer's CUTOFFS arrived, idle peers were forgotten), so a caller that saw a route under the
+  // same value may keep it.
+  uint64_t route_epoch() const;
   // Thread-safe: a fresh client RPC id, never handed out again by this engine.
   RpcId ReserveClientId();
   // Thread-safe (reads only what is fixed at construction): the largest message sent directly

@@ -202,6 +202,7 @@ class Engine::Impl {
   int64_t next_tick_nanos_;
   int64_t next_peer_gc_nanos_;
   bool in_pump_ = false;
+  uint64_t route_epoch_ = 0;  // Engine::route_epoch()
 };
 
 }  // namespace homarpc::transport

@@ -86,7 +86,9 @@ void Engine::Impl::Tick() {
   ExpireTombstones(now, SIZE_MAX);
   if (now >= next_peer_gc_nanos_) {
     next_peer_gc_nanos_ = now + kNanosPerSecond;
-    peers_.CollectIdle(now - int64_t{config_.peer_idle_secs} * kNanosPerSecond);
+    if (peers_.CollectIdle(now - int64_t{config_.peer_idle_secs} * kNanosPerSecond) > 0) {
+      ++route_epoch_;
+    }
     stats_.peers = peers_.size();
   }
   stats_.throttled_rpcs = pacer_.size();

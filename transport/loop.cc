@@ -551,7 +551,7 @@ void Loop::Shutdown() {
 }
 
 void Loop::StartClientRpc(uint64_t token, const Address& dest, MessageBytes request,
-                          Endpoint::ResponseCallback done, int64_t deadline_nanos) {
+                          Endpoint::ResponseCallback done, int64_t deadline_nanos, bool flush) {
   assert(IsLoopThread());
   if (shutting_down_) {
     done(absl::CancelledError("endpoint shut down"));
@@ -563,6 +563,8 @@ void Loop::StartClientRpc(uint64_t token, const Address& dest, MessageBytes requ
     done(id.status());
     return;
   }
+  // Nothing can answer before this thread polls, so the request need not wait for this.
+  if (flush) io_->Flush();
   TrackClientRpc(token, dest, *id, /*direct=*/false, std::move(done), deadline_nanos);
 }
 
@@ -586,8 +588,12 @@ void Loop::AdoptDirectRpc(uint64_t token, const Address& dest, RpcId id, Message
 
 void Loop::RefreshRoute(const Address& dest) {
   if (!direct_send_) return;
+  const uint64_t epoch = engine_->route_epoch();
+  if (epoch == last_route_epoch_ && dest == last_route_dest_) return;
   Engine::DirectRoute route;
   if (!engine_->GetDirectRoute(dest, &route)) return;
+  last_route_dest_ = dest;
+  last_route_epoch_ = epoch;
   // Called for every RPC: take the lock only when the published route is missing or stale
   // (the loop's own copy of what it published says; routes change when CUTOFFS arrive).
   auto published = published_versions_.find(dest);

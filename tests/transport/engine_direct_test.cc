@@ -53,6 +53,39 @@ struct EngineDirectTest : ::testing::Test {
   Host* server = nullptr;
 };
 
+// Loop::RefreshRoute skips its lookups while route_epoch() stays put, so every change to a
+// route it was given must move it: CUTOFFS from the peer, and the peer being forgotten.
+TEST(EngineRouteEpochTest, MovesWhenCutoffsArriveOrIdlePeersAreForgotten) {
+  Config config;
+  config.peer_idle_secs = 1;
+  Net net(config);
+  Host* client = net.AddHost(kClient);
+  Host* server = net.AddHost(kServer);
+  server->auto_respond = [](const std::string& request) { return Buffer::CopyOf(request); };
+  const uint64_t start = client->engine().route_epoch();
+
+  // Expect: the first exchange brings the server's CUTOFFS, and the route changes with them.
+  ASSERT_TRUE(client->engine().SendRequest(server->address(), Buffer::CopyOf("a"), 1).ok());
+  net.Settle();
+  ASSERT_EQ(client->responses.size(), 1u);
+  Engine::DirectRoute route;
+  ASSERT_TRUE(client->engine().GetDirectRoute(server->address(), &route));
+  EXPECT_NE(route.cutoff_version, 0);
+  const uint64_t after_cutoffs = client->engine().route_epoch();
+  EXPECT_NE(after_cutoffs, start);
+
+  // Expect: a second call changes no route, and the epoch stays.
+  ASSERT_TRUE(client->engine().SendRequest(server->address(), Buffer::CopyOf("b"), 2).ok());
+  net.Settle();
+  ASSERT_EQ(client->responses.size(), 2u);
+  EXPECT_EQ(client->engine().route_epoch(), after_cutoffs);
+
+  // Expect: once the idle server is forgotten, its route is gone and the epoch has moved.
+  net.Run(3 * kNanosPerSecond);
+  EXPECT_FALSE(client->engine().GetDirectRoute(server->address(), &route));
+  EXPECT_NE(client->engine().route_epoch(), after_cutoffs);
+}
+
 TEST_F(EngineDirectTest, DirectPacketIsWhatSendRequestWouldSend) {
   const std::string payload = "one packet of request";
   ASSERT_TRUE(client->engine().SendRequest(server->address(), Buffer::CopyOf(payload), 2).ok());
