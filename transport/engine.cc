@@ -590,18 +590,15 @@ Rpc* Engine::Impl::ServerRpcForData(const Address& from, const wire::Packet& p) 
   };
   if (!config_.accept_requests) return refuse(wire::RefuseReason::kNotServer);
   if (len > config_.IncomingLimit()) return refuse(wire::RefuseReason::kMessageTooLong);
-  if (!acks_due_.empty()) {
-    // An acked RPC not yet ended may hold the per-peer slot this request needs. (Its rx bytes
-    // went at delivery, OnMessageComplete, so only the slot can be at stake.)
-    const Peer* known = peers_.Find(from);
-    if (known != nullptr && known->server_rpcs >= config_.max_rpcs_per_peer) EndAckedRpcs();
-  }
   if (stats_.rx_bytes_held + len > config_.max_rx_bytes_held) {
     return refuse(wire::RefuseReason::kNoMemory);
   }
   Peer* peer = peers_.FindOrCreate(from, now);
   stats_.peers = peers_.size();
   if (peer == nullptr) return refuse(wire::RefuseReason::kTooManyPeers);
+  // An acked RPC not yet ended may hold the per-peer slot this request needs. (Its rx bytes
+  // went at delivery, OnMessageComplete, so only the slot can be at stake.)
+  if (peer->server_rpcs >= config_.max_rpcs_per_peer && !acks_due_.empty()) EndAckedRpcs();
   if (peer->server_rpcs >= config_.max_rpcs_per_peer) {
     return refuse(wire::RefuseReason::kTooManyRpcs);
   }

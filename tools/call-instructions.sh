@@ -1,0 +1,134 @@
+#!/usr/bin/env bash
+# call-instructions.sh: how many instructions homarpc's own code spends on one 64 B unary call,
+# counted by valgrind's callgrind (instructions, not seconds: the same binary gives the same
+# counts whatever else this noisy machine is doing, so a change of a few hundred instructions
+# shows where a latency benchmark cannot resolve it).
+#
+#   tools/call-instructions.sh [--build=DIR] [--no-build] [--calls=N] [--keep=DIR]
+#
+# Runs homarpc-bench --scenario=unary --systems=homarpc --sizes=64 under callgrind (server and
+# client processes both traced; epoll backend, inline executor, because valgrind does not model
+# io_uring and the default executor's choice depends on timing), then prints, per call:
+#   client  encode      ClientCall::Encode (envelope and protobuf into one buffer)
+#   client  start       ClientCall::Start (to the request's packet handed to the kernel, and
+#                       the RPC's bookkeeping)
+#   client  response    the response's packet through the engine to the waiting caller
+#   client  complete    ClientCall::Complete (envelope and protobuf out)
+#   server  request     the request's packet through the engine, the runtime, the handler and
+#                       the response's packet (the inline executor runs it all in one go)
+#   server  reap        Engine::Reap: ended RPCs and the acks that rode on requests
+# User-space instructions only: the kernel's share of each system call is not counted, nor
+# are the empty polls of a waiting loop (how many there are depends on timing). The sum is a
+# measure of homarpc's code, not of a call's time (docs/rpc-benchmarks.md, session 21).
+#
+#   --build=DIR   build directory (default: build)
+#   --no-build    use DIR/tools/homarpc-bench as it is
+#   --calls=N     measured calls (default 4000; 100 warm-up calls are counted too)
+#   --keep=DIR    keep callgrind's output files in DIR (for callgrind_annotate)
+#
+# Exit status 0 on success, 1 when the run fails, 2 for bad options. Unless --no-build it
+# installs missing packages (tools/lib/setup.sh) and builds DIR as tools/rpc-ratios.sh does.
+set -euo pipefail
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+root="$(dirname "$here")"
+cd "$root"
+
+die_usage() {
+  echo "call-instructions.sh: $1" >&2
+  exit 2
+}
+
+build=build
+no_build=0
+calls=4000
+keep=""
+for arg in "$@"; do
+  case "$arg" in
+    --build=*)
+      build="${arg#*=}"
+      [[ -n "$build" ]] || die_usage "--build: empty directory"
+      ;;
+    --no-build) no_build=1 ;;
+    --calls=*)
+      calls="${arg#*=}"
+      [[ "$calls" =~ ^[1-9][0-9]{0,5}$ ]] || die_usage "--calls: '$calls' is not a number from 1 to 999999"
+      ;;
+    --keep=*)
+      keep="${arg#*=}"
+      [[ -n "$keep" ]] || die_usage "--keep: empty directory"
+      ;;
+    -h | --help)
+      sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'
+      exit 0
+      ;;
+    *) die_usage "unknown option '$arg' (see --help)" ;;
+  esac
+done
+
+bench="$build/tools/homarpc-bench"
+if ((!no_build)); then
+  source "$here/lib/setup.sh"
+  homarpc_setup
+  homarpc_configure_release "$build"
+  cmake --build "$build" --target homarpc-bench >&2
+fi
+[[ -x "$bench" ]] || { echo "call-instructions.sh: $bench not found (build it, or drop --no-build)" >&2; exit 1; }
+command -v valgrind >/dev/null && command -v callgrind_annotate >/dev/null ||
+  { echo "call-instructions.sh: valgrind not found (apt-get install valgrind)" >&2; exit 1; }
+
+if [[ -n "$keep" ]]; then
+  mkdir -p "$keep"
+  out="$(cd "$keep" && pwd)"
+  rm -f "$out"/callgrind.out.*
+else
+  out="$(mktemp -d)"
+  trap 'rm -rf "$out"' EXIT
+fi
+bench="$(cd "$(dirname "$bench")" && pwd)/$(basename "$bench")"
+warmup=100
+(
+  cd "$out"
+  valgrind --tool=callgrind --trace-children=yes "$bench" --scenario=unary --systems=homarpc \
+    --sizes=64 --iterations="$calls" --duration_ms=600000 --warmup="$warmup" --cpu_probe_ms=0 \
+    --io_backend=epoll --executor=inline >bench.txt 2>valgrind.txt
+) || { echo "call-instructions.sh: the run failed; valgrind's output:" >&2; tail -n 5 "$out/valgrind.txt" >&2; exit 1; }
+grep -q '| homarpc |' "$out/bench.txt" ||
+  { echo "call-instructions.sh: no result; the benchmark said:" >&2; tail -n 5 "$out/bench.txt" >&2; exit 1; }
+
+# The benchmark forks the server first, then the client: the two newest files after the
+# parent's own.
+mapfile -t files < <(ls "$out" | grep '^callgrind\.out\.' | sort -t. -k3 -n)
+((${#files[@]} >= 3)) || { echo "call-instructions.sh: expected 3 callgrind files, found ${#files[@]}" >&2; exit 1; }
+server="$out/${files[1]}"
+client="$out/${files[2]}"
+
+# Inclusive instructions of the function whose own source file and name match, per call.
+total=$((calls + warmup))
+per_call() {
+  local file="$1" pattern="$2"
+  callgrind_annotate --inclusive=yes --threshold=100 "$file" 2>/dev/null |
+    awk -v pat="$pattern" -v n="$total" '
+      $0 ~ pat { x = $1; gsub(",", "", x); if (x + 0 > best) best = x + 0 }
+      END { printf "%d", best / n + 0.5 }'
+}
+rows=(
+  "client|encode|$client|runtime/client_call\\.cc:homarpc::internal::ClientCall::Encode\\("
+  "client|start|$client|runtime/client_call\\.cc:homarpc::internal::ClientCall::Start\\("
+  "client|response|$client|transport/engine\\.cc:homarpc::transport::Engine::HandlePacket\\("
+  "client|complete|$client|runtime/client_call\\.cc:homarpc::internal::ClientCall::Complete\\("
+  "server|request|$server|transport/engine\\.cc:homarpc::transport::Engine::HandlePacket\\("
+  "server|reap|$server|transport/engine\\.cc:homarpc::transport::Engine::Reap\\(\\)"
+)
+echo "| side | step | instructions per call |"
+echo "|---|---|---:|"
+sum=0
+for row in "${rows[@]}"; do
+  IFS='|' read -r side step file pattern <<<"$row"
+  n="$(per_call "$file" "$pattern")"
+  sum=$((sum + n))
+  echo "| $side | $step | $n |"
+done
+echo "| both | sum | $sum |"
+echo
+echo "$calls measured + $warmup warm-up calls of 64 B ($(grep '| homarpc |' "$out/bench.txt" | awk -F'|' '{print $5}' | tr -d ' ') us p50 under valgrind); binary $bench"
