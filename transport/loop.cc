@@ -92,7 +92,15 @@
 // calls/s the loop sleeps between calls): the default server took ~50 us of CPU per 64 B call,
 // ~45 with this and the epoll set's churn (epoll_backend.cc) gone, against the inline server's
 // 30-41 (`homarpc-bench --scenario=cpu`, docs/rpc-benchmarks.md, session 20). A watch costs one
-// wake-up per takeover time instead, whatever the rate. Below about one task per two takeover times it
+// wake-up per takeover time instead, whatever the rate. Its waits while the loop is driven run
+// with a timer slack of kWatchSlackNanos (4 ms), so the kernel ends them in an interrupt it
+// takes anyway (the scheduler tick) rather than at a timer of their own: on the VMs measured
+// each expiry of a timer of its own cost the CPU it landed on an exit to the host of ~30 us
+// (a thread sleeping 1 ms at a time added ~850 such gaps a second to its CPU; folded into the
+// tick, none), and those gaps fell on the spinning caller and loop: 64 B calls carrying one
+// 4.1% -> 2.5%, p99 61 -> 50 us (session 21). A stuck task is thus taken over between the
+// takeover time and ~4 ms after it; a let-go in progress is watched to its takeover time with
+// the thread's own slack. Below about one task per two takeover times it
 // costs a task its wake-up plus two or three watches. On stop it takes a let-go loop over at once, so
 // the loop's Shutdown() does not wait for a task that may never return, and it stays until the loop
 // has shut down (loop_finished_): a task queued just before the stop still lets the loop go once
@@ -227,8 +235,35 @@ bool Loop::RunRoundTasks() {
   return true;
 }
 
+namespace {
+
+// The standing-by thread's timer slack: `relaxed_nanos` (Loop::kWatchSlackNanos) for the
+// watches of a driven loop, the thread's own for every other wait and again when it leaves
+// StandBy().
+class WatchSlack {
+ public:
+  explicit WatchSlack(uint64_t relaxed_nanos)
+      : relaxed_nanos_(relaxed_nanos), own_(ThisThreadsTimerSlackNanos()) {}
+  ~WatchSlack() { Relax(false); }
+  WatchSlack(const WatchSlack&) = delete;
+  WatchSlack& operator=(const WatchSlack&) = delete;
+
+  void Relax(bool relaxed) {
+    if (relaxed == relaxed_ || own_ == 0) return;  // 0: the kernel did not say; leave it
+    if (SetTimerSlack(relaxed ? relaxed_nanos_ : own_)) relaxed_ = relaxed;
+  }
+
+ private:
+  const uint64_t relaxed_nanos_;
+  const uint64_t own_;
+  bool relaxed_ = false;
+};
+
+}  // namespace
+
 bool Loop::StandBy() {
   const Clock* clock = MonotonicClock::Get();
+  WatchSlack slack(kWatchSlackNanos);
   PlainMutexLock lock(&standby_mu_);
   // Whoever drives the loop sees this before it next lets go (the store is sequentially
   // consistent, and the driver's RunAfterRound reads it on the loop thread it holds).
@@ -274,7 +309,8 @@ bool Loop::StandBy() {
       continue;
     }
     // A driven loop that is awake or ran a task lately, or one let go less than the takeover
-    // time ago: look again then.
+    // time ago: look again then. The former may be looked at late, in the next tick.
+    slack.Relax(/*relaxed=*/state % 2 == 0 && !stopping);
     if (!standby_woken_) standby_cv_.WaitWithTimeout(&standby_mu_, wait);
   }
 }

@@ -245,6 +245,8 @@ class Loop final : public EngineHandler {
   // The standby parks once the loop sleeps and no task has let it go for this many takeover
   // times; until then it keeps watching (StandBy()).
   static constexpr int64_t kParkAfterTakeovers = 2;
+  // The timer slack of the standby's watches of a driven loop (DESIGN NOTES, "Relay mode").
+  static constexpr uint64_t kWatchSlackNanos = 4'000'000;
   std::thread standby_thread_;
   std::vector<absl::AnyInvocable<void() &&>> round_tasks_;  // loop thread
   // A generation count: even while a thread drives the loop, odd while it is let go; every

@@ -61,6 +61,16 @@ bool NameThisThread(absl::string_view name) {
   return prctl(PR_SET_NAME, buffer, 0, 0, 0) == 0;
 }
 
+uint64_t ThisThreadsTimerSlackNanos() {
+  const int slack = prctl(PR_GET_TIMERSLACK, 0, 0, 0, 0);
+  return slack < 0 ? 0 : static_cast<uint64_t>(slack);
+}
+
+bool SetTimerSlack(uint64_t slack_nanos) {
+  // 0 would mean "the thread's default", not "none": the smallest real slack is 1 ns.
+  return prctl(PR_SET_TIMERSLACK, std::max<uint64_t>(slack_nanos, 1), 0, 0, 0) == 0;
+}
+
 void YieldPolicy::OnYield(int64_t before, int64_t after) {
   if (after - before <= kContendedNanos) return;
   contended_until_ = after + kHoldNanos;

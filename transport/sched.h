@@ -1,6 +1,6 @@
 // sched: how the threads that carry RPCs (transport loops, the runtime's handler workers and
-// timers) present themselves to the kernel: a scheduler hint and a name; and when a spinning
-// one gives its CPU away (YieldPolicy, below).
+// timers) present themselves to the kernel: a scheduler hint, a name and a timer slack; and when
+// a spinning one gives its CPU away (YieldPolicy, below).
 //
 // RequestShortSlice() asks the kernel for a short scheduler slice for the calling thread. Such
 // a thread runs briefly and then waits, and what it does next (pass a request on, complete a
@@ -41,6 +41,13 @@ inline constexpr size_t kMaxThreadNameBytes = 15;  // the kernel's TASK_COMM_LEN
 
 // Returns whether the kernel took the name (the first kMaxThreadNameBytes bytes of it).
 bool NameThisThread(absl::string_view name);
+
+// The calling thread's timer slack (prctl PR_GET/SET_TIMERSLACK): how late the kernel may end
+// its timed waits, so that it can end them in an interrupt it takes anyway (the scheduler tick)
+// instead of programming a timer of their own. Linux's default is 50 us. SetTimerSlack returns
+// whether the kernel took the value; any thread, affects only the calling thread.
+uint64_t ThisThreadsTimerSlackNanos();
+bool SetTimerSlack(uint64_t slack_nanos);
 
 // YieldPolicy: when a spinning thread gives its CPU away with sched_yield (an idle transport
 // loop, Loop::RunUntil; an idle handler worker, runtime/executor.cc), and when it steps off

@@ -18,6 +18,7 @@
 #include "tests/transport/engine_harness.h"
 #include "transport/clock.h"
 #include "transport/message_bytes.h"
+#include "transport/sched.h"
 
 namespace homarpc::transport {
 namespace {
@@ -385,10 +386,11 @@ TEST_P(EndpointTest, Endpoint_HandedOverBetweenThreads) {
 
 // Relay mode (EndpointOptions::standby): a server whose handler runs requests of one byte as
 // tasks after the round (RunAfterRound) that wait for `release` before replying, and echoes
-// the others at once.
+// the others at once (noting the timer slack of the thread that drives the loop).
 struct RelayServer {
   std::unique_ptr<Endpoint> ep;
   Endpoint* raw = nullptr;  // for the tasks: `ep` may be resetting while one runs
+  std::atomic<uint64_t> echo_slack{0};
   absl::Mutex mu;
   int tasks_started ABSL_GUARDED_BY(mu) = 0;
   bool release ABSL_GUARDED_BY(mu) = false;
@@ -416,6 +418,7 @@ std::unique_ptr<RelayServer> StartRelayServer(EndpointOptions o,
   o.takeover_nanos = takeover_nanos;
   auto ep = Endpoint::Create(o, [s](IncomingRequest r) {
     if (r.payload.size() != 1) {
+      s->echo_slack.store(ThisThreadsTimerSlackNanos());
       Buffer copy = std::move(r.payload);
       s->raw->Reply(r, std::move(copy));
       return;
@@ -521,6 +524,9 @@ TEST_P(EndpointTest, Endpoint_RelayStandbyTakesTheLoopOverFromABlockedTask) {
     ASSERT_TRUE(r.ok()) << r.status();
     EXPECT_EQ(r->size(), 500u);
     EXPECT_EQ(server->ep->takeovers(), static_cast<uint64_t>(round));
+    // The standby watched with a relaxed timer slack (Loop::kWatchSlackNanos); driving the
+    // loop now, it has its own back (the loop's timed waits must not run late).
+    EXPECT_EQ(server->echo_slack.load(), ThisThreadsTimerSlackNanos());
     EXPECT_FALSE(blocked_done.HasBeenNotified());
     server->SetRelease(true);
     ASSERT_TRUE(blocked_done.WaitForNotificationWithTimeout(kGuard));

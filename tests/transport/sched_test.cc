@@ -110,6 +110,28 @@ TEST(Sched, EndpointLoopThreadsAreNamedByTheirIndex) {
   server->reset();
 }
 
+TEST(Sched, TimerSlackIsTheCallingThreadsOwn) {
+  const uint64_t own = ThisThreadsTimerSlackNanos();
+  ASSERT_GT(own, 0u) << "PR_GET_TIMERSLACK failed";
+  std::atomic<uint64_t> other_before{0}, other_after{0};
+  absl::Notification set, checked;
+  std::thread other([&] {
+    other_before.store(ThisThreadsTimerSlackNanos());  // inherited from the creator
+    set.WaitForNotification();
+    other_after.store(ThisThreadsTimerSlackNanos());
+    checked.Notify();
+  });
+  ASSERT_TRUE(SetTimerSlack(4'000'000));
+  EXPECT_EQ(ThisThreadsTimerSlackNanos(), 4'000'000u);
+  set.Notify();
+  checked.WaitForNotification();
+  other.join();
+  EXPECT_EQ(other_before.load(), own);
+  EXPECT_EQ(other_after.load(), own) << "another thread's slack changed";
+  ASSERT_TRUE(SetTimerSlack(own));
+  EXPECT_EQ(ThisThreadsTimerSlackNanos(), own);
+}
+
 TEST(Sched, RequestShortSliceSetsTheSliceAndKeepsNice) {
   bool accepted = false;
   int policy = -1;
