@@ -23,10 +23,13 @@
 #
 #   --build=DIR   build directory (default: build)
 #   --no-build    use DIR/tools/homarpc-bench as it is
-#   --calls=N     measured calls (default 4000; 100 warm-up calls are counted too)
+#   --calls=N     measured calls (default 4000; 100 warm-up calls are counted too). One-time
+#                 costs are spread over the calls, so compare counts taken with the same N
 #   --keep=DIR    keep callgrind's output files in DIR (for callgrind_annotate)
+# Relative directories are taken from the repository root.
 #
-# Exit status 0 on success, 1 when the run fails, 2 for bad options. Unless --no-build it
+# Exit status 0 on success, 1 when the run fails (or a step's function is not found: renamed,
+# or inlined away), 2 for bad options, 77 when valgrind is not installed. Unless --no-build it
 # installs missing packages (tools/lib/setup.sh) and builds DIR as tools/rpc-ratios.sh does.
 set -euo pipefail
 
@@ -68,14 +71,13 @@ done
 
 bench="$build/tools/homarpc-bench"
 if ((!no_build)); then
+  # shellcheck source=tools/lib/setup.sh disable=SC1091
   source "$here/lib/setup.sh"
-  homarpc_setup
-  homarpc_configure_release "$build"
-  cmake --build "$build" --target homarpc-bench >&2
+  homarpc_build_bench "$build"
 fi
 [[ -x "$bench" ]] || { echo "call-instructions.sh: $bench not found (build it, or drop --no-build)" >&2; exit 1; }
 command -v valgrind >/dev/null && command -v callgrind_annotate >/dev/null ||
-  { echo "call-instructions.sh: valgrind not found (apt-get install valgrind)" >&2; exit 1; }
+  { echo "call-instructions.sh: valgrind not found (apt-get install valgrind)" >&2; exit 77; }
 
 if [[ -n "$keep" ]]; then
   mkdir -p "$keep"
@@ -93,32 +95,42 @@ warmup=100
     --sizes=64 --iterations="$calls" --duration_ms=600000 --warmup="$warmup" --cpu_probe_ms=0 \
     --io_backend=epoll --executor=inline >bench.txt 2>valgrind.txt
 ) || { echo "call-instructions.sh: the run failed; valgrind's output:" >&2; tail -n 5 "$out/valgrind.txt" >&2; exit 1; }
-grep -q '| homarpc |' "$out/bench.txt" ||
-  { echo "call-instructions.sh: no result; the benchmark said:" >&2; tail -n 5 "$out/bench.txt" >&2; exit 1; }
+result="$(grep '| homarpc |' "$out/bench.txt" || true)"
+samples="$(awk -F'|' '{ gsub(/ /, "", $10); print $10 }' <<<"$result")"
+[[ "$samples" == "$calls" ]] || {
+  echo "call-instructions.sh: $calls calls wanted, the benchmark measured '${samples}'; it said:" >&2
+  tail -n 5 "$out/bench.txt" >&2
+  exit 1
+}
 
-# The benchmark forks the server first, then the client: the two newest files after the
-# parent's own.
-mapfile -t files < <(ls "$out" | grep '^callgrind\.out\.' | sort -t. -k3 -n)
-((${#files[@]} >= 3)) || { echo "call-instructions.sh: expected 3 callgrind files, found ${#files[@]}" >&2; exit 1; }
-server="$out/${files[1]}"
-client="$out/${files[2]}"
+# Which process was which, by what it ran (the parent process only forks the other two).
+with() { grep -l -F "$1" "$out"/callgrind.out.* 2>/dev/null || true; }
+mapfile -t servers < <(with 'ServerImpl::ProcessRequest(')
+mapfile -t clients < <(with 'ClientCall::Start(')
+((${#servers[@]} == 1 && ${#clients[@]} == 1)) || {
+  echo "call-instructions.sh: expected one server and one client profile, found ${#servers[@]} and ${#clients[@]}" >&2
+  exit 1
+}
+server="${servers[0]}"
+client="${clients[0]}"
 
-# Inclusive instructions of the function whose own source file and name match, per call.
+# Inclusive instructions per call of the function named `name` in its own source `file` (a
+# plain string match, "file:name(").
 total=$((calls + warmup))
 per_call() {
-  local file="$1" pattern="$2"
-  callgrind_annotate --inclusive=yes --threshold=100 "$file" 2>/dev/null |
-    awk -v pat="$pattern" -v n="$total" '
-      $0 ~ pat { x = $1; gsub(",", "", x); if (x + 0 > best) best = x + 0 }
+  local profile="$1"
+  callgrind_annotate --inclusive=yes --threshold=100 "$profile" 2>/dev/null |
+    WANT="$2" awk -v n="$total" '
+      index($0, ENVIRON["WANT"]) { x = $1; gsub(",", "", x); if (x + 0 > best) best = x + 0 }
       END { printf "%d", best / n + 0.5 }'
 }
 rows=(
-  "client|encode|$client|runtime/client_call\\.cc:homarpc::internal::ClientCall::Encode\\("
-  "client|start|$client|runtime/client_call\\.cc:homarpc::internal::ClientCall::Start\\("
-  "client|response|$client|transport/engine\\.cc:homarpc::transport::Engine::HandlePacket\\("
-  "client|complete|$client|runtime/client_call\\.cc:homarpc::internal::ClientCall::Complete\\("
-  "server|request|$server|transport/engine\\.cc:homarpc::transport::Engine::HandlePacket\\("
-  "server|reap|$server|transport/engine\\.cc:homarpc::transport::Engine::Reap\\(\\)"
+  "client|encode|$client|runtime/client_call.cc:homarpc::internal::ClientCall::Encode("
+  "client|start|$client|runtime/client_call.cc:homarpc::internal::ClientCall::Start("
+  "client|response|$client|transport/engine.cc:homarpc::transport::Engine::HandlePacket("
+  "client|complete|$client|runtime/client_call.cc:homarpc::internal::ClientCall::Complete("
+  "server|request|$server|transport/engine.cc:homarpc::transport::Engine::HandlePacket("
+  "server|reap|$server|transport/engine.cc:homarpc::transport::Engine::Reap()"
 )
 echo "| side | step | instructions per call |"
 echo "|---|---|---:|"
@@ -126,9 +138,10 @@ sum=0
 for row in "${rows[@]}"; do
   IFS='|' read -r side step file pattern <<<"$row"
   n="$(per_call "$file" "$pattern")"
+  ((n > 0)) || { echo "call-instructions.sh: no '$pattern' in the $side's profile" >&2; exit 1; }
   sum=$((sum + n))
   echo "| $side | $step | $n |"
 done
 echo "| both | sum | $sum |"
 echo
-echo "$calls measured + $warmup warm-up calls of 64 B ($(grep '| homarpc |' "$out/bench.txt" | awk -F'|' '{print $5}' | tr -d ' ') us p50 under valgrind); binary $bench"
+echo "$calls measured + $warmup warm-up calls of 64 B ($(awk -F'|' '{ gsub(/ /, "", $5); print $5 }' <<<"$result") us p50 under valgrind); binary $bench"

@@ -81,9 +81,7 @@ bench="$build/tools/homarpc-bench"
 if ((!no_build)); then
   # shellcheck source=tools/lib/setup.sh disable=SC1091
   source "$here/lib/setup.sh"
-  homarpc_setup
-  homarpc_configure_release "$build"  # as tools/bench-report.sh and tools/quickstart.sh
-  cmake --build "$build" --target homarpc-bench >&2
+  homarpc_build_bench "$build"  # configured as tools/bench-report.sh and tools/quickstart.sh
 fi
 [[ -x "$bench" ]] || { echo "rpc-ratios.sh: $bench not found (build it, or drop --no-build)" >&2; exit 1; }
 

@@ -18,7 +18,8 @@
 // Homa module has this gap, reference §2.4).
 //
 // Acks that ride on requests. A client's next request to us usually carries the ack for its last
-// RPC (Loop::StashAck), so ending that RPC (two table updates, a tombstone, its memory) would come
+// RPC (its engine's pending ack, or one its loop set aside for a direct request: Loop::StashAck),
+// so ending that RPC (two table updates, a tombstone, its memory) would come
 // between every request and its handler: ~0.25 us of a 64 B call's ~11 us on loopback
 // (docs/rpc-benchmarks.md, session 20). HandleData sets it aside in acks_due_ and Reap() ends it,
 // which the loop calls early in its next round (after the posted closures and a flush) or at the
@@ -83,7 +84,6 @@ absl::Status Engine::SendResponse(const ServerRpcHandle& rpc, MessageBytes respo
 bool Engine::GetDirectRoute(const Address& dest, DirectRoute* route) {
   return impl_->GetDirectRoute(dest, route);
 }
-
 uint64_t Engine::route_epoch() const { return impl_->route_epoch_; }
 RpcId Engine::ReserveClientId() {
   return impl_->next_client_id_.fetch_add(2, std::memory_order_relaxed);

@@ -1,15 +1,16 @@
 // Transmission: the engine's packets leave through here.
 //
 // DESIGN NOTES
-// Pump() is the one place data packets are scheduled: it asks the Pacer for the best ready
-// message (SRPT, with a FIFO share), sends a burst of up to kBurstBytes from it, and repeats
-// while the pacer's NIC-backlog estimate allows. Bursts keep consecutive packets of one
-// message together so the I/O backend can hand them to the kernel as one GSO send; a burst is
-// short enough (one GSO frame) that a newly arrived shorter message waits at most that long.
-// Control packets (GRANT, RESEND, ...) bypass the pacer and go out at the top priority.
-// DATA to a peer on this host (Peer::unpaced, Config::pace_local) is sent as soon as it is
-// granted, in the same bursts, and not counted in the NIC backlog: it never reaches a NIC.
-// Control packets are counted whatever their destination (a few dozen bytes each).
+// Pump() is where data packets are scheduled: it asks the Pacer for the best ready message (SRPT,
+// with a FIFO share), sends a burst of up to kBurstBytes from it, and repeats while the pacer's
+// NIC-backlog estimate allows. A new message with nothing else ready (PumpNew) sends its first
+// burst as Pump() would, without being filed in the ready set first. Bursts keep consecutive
+// packets of one message together so the I/O backend can hand them to the kernel as one GSO send; a
+// burst is short enough (one GSO frame) that a newly arrived shorter message waits at most that
+// long. Control packets (GRANT, RESEND, ...) bypass the pacer and go out at the top priority. DATA
+// to a peer on this host (Peer::unpaced, Config::pace_local) is sent as soon as it is granted, in
+// the same bursts, and not counted in the NIC backlog: it never reaches a NIC. Control packets are
+// counted whatever their destination (a few dozen bytes each).
 #include <algorithm>
 
 #include "transport/engine_impl.h"
@@ -42,8 +43,8 @@ void Engine::Impl::Pump() {
 
 void Engine::Impl::PumpNew(Rpc* rpc) {
   // What Pump() would do with `rpc` first in SRPT order, less filing it: with the ready set
-  // empty it is Pick()'s only answer. Not counted as a pick (the FIFO share is of contested
-  // picks, and there is no other message to be fair to).
+  // empty it is Pick()'s only answer. Not counted as a pick (Pacer::Pick counts every pick
+  // for its FIFO share; with nothing else ready there is nobody to be fair to).
   if (!in_pump_ && pacer_.empty() &&
       (rpc->peer->unpaced || pacer_.MaySend(now_, rpc->out.remaining()))) {
     TransmitFrom(rpc, kBurstBytes);

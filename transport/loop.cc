@@ -29,87 +29,85 @@
 // woken by a packet runs at once rather than after the slice of a thread doing batch work.
 // It is also named "hrpc-loop<index>" there, for profiles and scheduling traces.
 //
-// Direct sends: a caller on another thread that finds the loop asleep sends a one-packet
-// request itself (PrepareDirect + SendDirect) instead of waking the loop to send it; waking a
-// sleeping thread costs more CPU here than the whole send, and the request leaves at once. The
-// loop adopts the RPC later (AdoptDirectRpc, posted WITHOUT a wake-up), typically when the
-// response wakes it. A server's worker thread answering with a one-packet response does the
-// same (AdoptDirectResponse), and does so whether the loop sleeps or not: the loop adopts it
-// at its next round, or at its next wake-up (its tick, or the client's next packet). Posting
-// the response to an awake loop costs the worker no system call, but the response then waits
-// until the loop next gets a CPU, and on a machine with fewer cores than spinning threads (a
-// caller, the loop and a worker on 2 CPUs) that is a context switch on every call: a 64 B
-// call through the worker pool took 27-79 us, 22-35 us with the worker sending
-// (docs/rpc-benchmarks.md, session 17). The send costs the same system call either way, on
-// the worker's CPU instead of the loop's. Such a packet passes the pacer (a loop that is
-// transmitting a long message meanwhile does not wait for it), and is charged to it when the
-// loop adopts it: at most one packet per response ahead of the pacer, as Homa lets messages
+// Direct sends: a caller on another thread that finds the loop asleep sends a one-packet request
+// itself (PrepareDirect + SendDirect) instead of waking the loop to send it; waking a sleeping
+// thread costs more CPU here than the whole send, and the request leaves at once. The loop adopts
+// the RPC later (AdoptDirectRpc, posted WITHOUT a wake-up), typically when the response wakes it. A
+// server's worker thread answering with a one-packet response does the same (AdoptDirectResponse),
+// and does so whether the loop sleeps or not: the loop adopts it at its next round, or at its next
+// wake-up (its tick, or the client's next packet). Posting the response to an awake loop costs the
+// worker no system call, but the response then waits until the loop next gets a CPU, and on a
+// machine with fewer cores than spinning threads (a caller, the loop and a worker on 2 CPUs) that
+// is a context switch on every call: a 64 B call through the worker pool took 27-79 us, 22-35 us
+// with the worker sending (docs/rpc-benchmarks.md, session 17). The send costs the same system call
+// either way, on the worker's CPU instead of the loop's. Such a packet passes the pacer (a loop
+// that is transmitting a long message meanwhile does not wait for it), and is charged to it when
+// the loop adopts it: at most one packet per response ahead of the pacer, as Homa lets messages
 // under defer_min_bytes bypass its throttle. Ordering: the caller posts the adoption before it
-// sends, and the loop runs pending posts before it hands any received packet to the engine,
-// so the response always finds its RPC (the post happens before the send, which happens
-// before the response can arrive). The packet's bytes are copied (one packet, at most an MTU) so the send cannot
-// race with the adopted RPC being aborted and freed. The caller wakes the loop anyway when
-// the loop would sleep past the RPC's first RESEND time or its deadline; if the send failed,
-// the loop is asked (with a wake-up) to transmit the message itself.
+// sends, and the loop runs pending posts before it hands any received packet to the engine, so the
+// response always finds its RPC (the post happens before the send, which happens before the
+// response can arrive). The packet's bytes are copied (one packet, at most an MTU) so the send
+// cannot race with the adopted RPC being aborted and freed. The caller wakes the loop anyway when
+// the loop would sleep past the RPC's first RESEND time or its deadline; if the send failed, the
+// loop is asked (with a wake-up) to transmit the message itself.
 // Requests go direct only while calls are sparse (SparseCalls: their average gap exceeds the
 // spin time). When they come faster, waking the loop to send lets it spin for the response,
 // which then needs no wake-up: measured on loopback, back-to-back blocking 64 B calls went
 // from 10 us p50 to 66 us when every response had to wake a loop that direct sends let sleep
 // (the loop never saw the calls, so SpinPolicy never learnt they were frequent).
-// What the caller needs about the destination (cutoffs, the engine's view of the peer) is
-// cached in routes_, refreshed by the loop on every client RPC it starts or adopts and on
-// every request it delivers. Acks: a finished client RPC owes its server an ack, which rides
-// on the next request to it. Direct requests carry one too: when the response to a direct
-// request arrives the loop sets one owed ack aside in the route (StashAck) for the next caller
-// to put in its packet (after a request the loop sent itself it leaves the ack in the engine,
-// for the loop's next request: a stash taken back at once cost the caller ~0.15 us);
-// one nobody took within a tick goes back to the engine and out as an ACK packet (the loop
-// wakes for that: stash_deadline_nanos_), and one goes back at once before the loop itself
-// sends a request there. Servers ask for missing acks only after three ticks
-// (Config::request_ack_ticks), so a held ack never races their NEED_ACK. Without this every
-// direct call left an ack for the tick to send alone: an extra packet, and a wake-up of the
-// server.
+// What the caller needs about the destination (cutoffs, the engine's view of the peer) is cached in
+// routes_, refreshed by the loop on every client RPC it starts or adopts and on every request it
+// delivers. Acks: a finished client RPC owes its server an ack, which rides on the next request to
+// it. Direct requests carry one too: when the response to a direct request arrives the loop sets
+// one owed ack aside in the route (StashAck) for the next caller to put in its packet (after a
+// request the loop sent itself it leaves the ack in the engine, for the loop's next request: a
+// stash taken back at once cost the caller ~750 instructions; so a switch from loop-sent to direct
+// calls leaves that one ack to the tick, an ACK packet); one nobody took within a tick goes back to
+// the engine and out as an ACK packet (the loop wakes for that: stash_deadline_nanos_), and one
+// goes back at once before the loop itself sends a request there. Servers ask for missing acks only
+// after three ticks (Config::request_ack_ticks), so a held ack never races their NEED_ACK. Without
+// this every direct call left an ack for the tick to send alone: an extra packet, and a wake-up of
+// the server.
 //
-// Relay mode (EnableStandby; the runtime's default sync server): a request handler may ask for
-// its work to run on the loop's own thread once the round is over (RunAfterRound), instead of
-// handing it to a worker thread. On 2 CPUs that hand-off was the whole difference between the
-// default server and the inline one: a third spinning thread beside the caller and the loop,
-// 64 B p50 21-24 us and p99 107-142 us against 13-16 and 40-57 (docs/rpc-benchmarks.md,
-// session 19). The task may block, though, so the loop is let go while it runs: the thread
-// gives up the loop (thread_id_ cleared, the epoll backend released; RunOnce has flushed), runs
-// the task, and takes the loop back with one compare-and-swap on drive_state_ (a generation
-// count, so that a standby never takes over a later let-go than the one it timed). A second thread,
-// the standby, watches: a loop let go for takeover_nanos or more is taken over by the same
-// compare-and-swap, and the standby drives it from then on; the displaced thread finds the
-// swap failed when its task returns, touches nothing of the loop any more, and becomes the
-// standby. So a blocking task stalls the loop's other work once, for about the takeover time,
-// and a quick one costs no thread hand-off at all. Replies from a task take the path of a
-// reply from another thread (direct sends, above), which is why the loop need not be held.
-// The standby wakes every takeover_nanos while the loop is awake, and parks (no timeout) once the
-// loop sleeps and no task has let it go for kParkAfterTakeovers takeover times; RunRoundTasks wakes
-// a parked standby when it lets go (a system call on that call's path, and a context switch).
-// Parking as soon as the loop slept made most calls of a moderate stream pay that wake-up (at 5000
-// calls/s the loop sleeps between calls): the default server took ~50 us of CPU per 64 B call,
-// ~45 with this and the epoll set's churn (epoll_backend.cc) gone, against the inline server's
-// 30-41 (`homarpc-bench --scenario=cpu`, docs/rpc-benchmarks.md, session 20). A watch costs one
-// wake-up per takeover time instead, whatever the rate. Its waits while the loop is driven run
-// with a timer slack of kWatchSlackNanos (4 ms), so the kernel ends them in an interrupt it
-// takes anyway (the scheduler tick) rather than at a timer of their own: on the VMs measured
-// each expiry of a timer of its own cost the CPU it landed on an exit to the host of ~30 us
-// (a thread sleeping 1 ms at a time added ~850 such gaps a second to its CPU; folded into the
-// tick, none), and those gaps fell on the spinning caller and loop: 64 B calls carrying one
-// 4.1% -> 2.5%, p99 61 -> 50 us (session 21). A stuck task is thus taken over between the
-// takeover time and ~4 ms after it; a let-go in progress is watched to its takeover time with
-// the thread's own slack. Below about one task per two takeover times it
-// costs a task its wake-up plus two or three watches. On stop it takes a let-go loop over at once, so
-// the loop's Shutdown() does not wait for a task that may never return, and it stays until the loop
-// has shut down (loop_finished_): a task queued just before the stop still lets the loop go once
-// more. Stop() joins both threads, so the endpoint outlives every task. A task runs only while the
-// standby is ready (standby_ready_): after a takeover the displaced thread may stay blocked in its
-// task for long, and until it returns and stands by, RunAfterRound refuses (the runtime's workers
-// take those requests), so two blocking tasks never leave the loop with nobody to drive it. One
-// task per round: a second request read in the same round goes to the caller's own threads
-// (RunAfterRound returns false), so a burst is not served one handler after another on one thread.
+// Relay mode (EnableStandby; the runtime's default sync server): a request handler may ask for its
+// work to run on the loop's own thread once the round is over (RunAfterRound), instead of handing
+// it to a worker thread. On 2 CPUs that hand-off was the whole difference between the default
+// server and the inline one: a third spinning thread beside the caller and the loop, 64 B p50 21-24
+// us and p99 107-142 us against 13-16 and 40-57 (docs/rpc-benchmarks.md, session 19). The task may
+// block, though, so the loop is let go while it runs: the thread gives up the loop (thread_id_
+// cleared, the epoll backend released; RunOnce has flushed), runs the task, and takes the loop back
+// with one compare-and-swap on drive_state_ (a generation count, so that a standby never takes over
+// a later let-go than the one it timed). A second thread, the standby, watches: a loop let go for
+// takeover_nanos or more is taken over by the same compare-and-swap, and the standby drives it from
+// then on; the displaced thread finds the swap failed when its task returns, touches nothing of the
+// loop any more, and becomes the standby. So a blocking task stalls the loop's other work once, for
+// about the takeover time, and a quick one costs no thread hand-off at all. Replies from a task
+// take the path of a reply from another thread (direct sends, above), which is why the loop need
+// not be held. The standby wakes every takeover_nanos while the loop is awake, and parks (no
+// timeout) once the loop sleeps and no task has let it go for kParkAfterTakeovers takeover times;
+// RunRoundTasks wakes a parked standby when it lets go (a system call on that call's path, and a
+// context switch). Parking as soon as the loop slept made most calls of a moderate stream pay that
+// wake-up (at 5000 calls/s the loop sleeps between calls): the default server took ~50 us of CPU
+// per 64 B call, ~45 with this and the epoll set's churn (epoll_backend.cc) gone, against the
+// inline server's 30-41 (`homarpc-bench --scenario=cpu`, docs/rpc-benchmarks.md, session 20). A
+// watch costs one wake-up per takeover time instead, whatever the rate. Its waits while the loop is
+// driven run with a timer slack of kWatchSlackNanos (4 ms), so the kernel ends them in an interrupt
+// it takes anyway (the scheduler tick) rather than at a timer of their own: on the VMs measured
+// each expiry of a timer of its own cost the CPU it landed on an exit to the host of ~30 us (a
+// thread sleeping 1 ms at a time added ~850 such gaps a second to its CPU; folded into the tick,
+// none), and those gaps fell on the spinning caller and loop: 64 B calls carrying one 4.1% -> 2.5%,
+// p99 61 -> 50 us (session 21). A stuck task is thus taken over between the takeover time and ~4 ms
+// after it; a let-go in progress is watched to its takeover time with the thread's own slack. Below
+// about one task per two takeover times it costs a task its wake-up plus two or three watches. On
+// stop it takes a let-go loop over at once, so the loop's Shutdown() does not wait for a task that
+// may never return, and it stays until the loop has shut down (loop_finished_): a task queued just
+// before the stop still lets the loop go once more. Stop() joins both threads, so the endpoint
+// outlives every task. A task runs only while the standby is ready (standby_ready_): after a
+// takeover the displaced thread may stay blocked in its task for long, and until it returns and
+// stands by, RunAfterRound refuses (the runtime's workers take those requests), so two blocking
+// tasks never leave the loop with nobody to drive it. One task per round: a second request read in
+// the same round goes to the caller's own threads (RunAfterRound returns false), so a burst is not
+// served one handler after another on one thread.
 //
 // Completion callbacks are looked up by a token the Endpoint chose (not the engine's id),
 // because the caller needs a handle for Abort() before the loop has created the RPC.

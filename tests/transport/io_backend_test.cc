@@ -207,14 +207,14 @@ TEST_P(IoBackendTest, GroBatchAfterPlainDatagramsAndEmptyPollsIsStillSplit) {
   auto b = Make(receiver_options);
   ASSERT_TRUE(a && b);
 
-  Burst plain;  // three sizes, so no two could be one GSO run
+  Burst plain;  // growing sizes: no two can be one GSO run (only the last may be shorter)
   plain.Add(b->local_address(), 0, 1, 100);
-  plain.Add(b->local_address(), 0, 2, 300);
-  plain.Add(b->local_address(), 0, 3, 200);
+  plain.Add(b->local_address(), 0, 2, 200);
+  plain.Add(b->local_address(), 0, 3, 300);
   plain.SendAll(*a);
   a->Flush();
-  EXPECT_EQ(BytesOf(ReceiveN(*b, 3, a->local_address())),
-            plain.ExpectedFor(b->local_address()));
+  EXPECT_EQ(BytesOf(ReceiveN(*b, 3, a->local_address())), plain.ExpectedFor(b->local_address()));
+  EXPECT_EQ(b->stats().recv_batches, 3u);
   for (int i = 0; i < 3; ++i) b->Poll([](const Address&, absl::Span<const uint8_t>) {});
 
   Burst run;  // 10 x 1200 bytes: one GSO send, one GRO batch where the receiver batches
@@ -224,6 +224,9 @@ TEST_P(IoBackendTest, GroBatchAfterPlainDatagramsAndEmptyPollsIsStillSplit) {
   EXPECT_EQ(BytesOf(ReceiveN(*b, 10, a->local_address())), run.ExpectedFor(b->local_address()));
   EXPECT_EQ(b->stats().datagrams_received, 13u);
   EXPECT_EQ(b->stats().recv_truncated, 0u);
+  // The subject needs the run to have come as a GRO batch (into slot 0, which a plain
+  // datagram filled last); a kernel that delivered it datagram by datagram tested nothing.
+  if (b->stats().recv_batches == 13) GTEST_SKIP() << "the kernel split the GSO run on receive";
 }
 
 TEST_P(IoBackendTest, LongRunsAreCutAtTheSegmentAndByteLimits) {
