@@ -106,6 +106,10 @@ TEST(Report, BuildResultDerivesRatesFromSamples) {
   EXPECT_EQ(result.concurrency, 2);
   EXPECT_TRUE(result.is_floor);
   ASSERT_NE(result.FindExtra("lost_replies"), nullptr);
+  // 1..100 us: p50 50 us, so 70..100 us (31 samples) took 20 us more.
+  const Extra* stalled = result.FindExtra("stalled_pct");
+  ASSERT_NE(stalled, nullptr);
+  EXPECT_EQ(stalled->text, "31.000");
 }
 
 TEST(Report, TransportEchoShapeIsEchoThenAck) {

@@ -25,6 +25,9 @@ LatencySummary Summarize(std::vector<int64_t> samples) {
   summary.p50_ns = NearestRank(samples, kP50);
   summary.p99_ns = NearestRank(samples, kP99);
   summary.p999_ns = NearestRank(samples, kP999);
+  summary.stalled = static_cast<uint64_t>(
+      samples.end() -
+      std::lower_bound(samples.begin(), samples.end(), summary.p50_ns + kStallMarginNanos));
   double total = 0;
   for (int64_t sample : samples) total += static_cast<double>(sample);
   summary.mean_ns = total / static_cast<double>(samples.size());

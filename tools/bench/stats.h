@@ -21,6 +21,12 @@ inline constexpr uint32_t kP50 = 500000;
 inline constexpr uint32_t kP99 = 990000;
 inline constexpr uint32_t kP999 = 999000;
 
+// A sample at least this much above the p50 counts as stalled (LatencySummary::stalled): on
+// the VMs this project runs on, a call the host interrupted (~20-35 us) or that waited for a
+// sleeping thread's wake-up. Their share is a finer measure of a tail than p99, which sits
+// inside them whenever they are over 1% of the calls.
+inline constexpr int64_t kStallMarginNanos = 20'000;
+
 // Returns the nearest-rank percentile of `sorted` (ascending). `parts_per_million` must be in
 // (0, 1000000]; `sorted` must not be empty (both checked with assertions).
 int64_t NearestRank(absl::Span<const int64_t> sorted, uint32_t parts_per_million);
@@ -34,6 +40,7 @@ struct LatencySummary {
   int64_t p999_ns = 0;
   int64_t max_ns = 0;
   double mean_ns = 0;
+  uint64_t stalled = 0;  // samples >= p50_ns + kStallMarginNanos
 };
 
 // Sorts `samples` (taken by value; move a vector in to avoid the copy) and summarises it.

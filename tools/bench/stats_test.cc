@@ -67,6 +67,21 @@ TEST(Stats, TailSamplesShowUpInTheTailOnly) {
   EXPECT_EQ(summary.p999_ns, 1000);
 }
 
+TEST(Stats, StalledCountsSamplesAtLeastTheMarginAboveTheMedian) {
+  // p50 = 10 us. 20 us above it is 30 us: 29.999 us is not stalled, 30 us and more are.
+  std::vector<int64_t> samples(95, 10'000);
+  samples.push_back(29'999);
+  samples.push_back(30'000);
+  samples.push_back(45'000);
+  samples.push_back(45'000);
+  samples.push_back(200'000);
+  LatencySummary summary = Summarize(samples);
+  EXPECT_EQ(summary.p50_ns, 10'000);
+  EXPECT_EQ(summary.stalled, 4u);
+  EXPECT_EQ(Summarize(std::vector<int64_t>(10, 5)).stalled, 0u);
+  EXPECT_EQ(Summarize({}).stalled, 0u);
+}
+
 TEST(Stats, NearestRankOnSortedSpan) {
   std::vector<int64_t> sorted = {10, 20, 30, 40};
   EXPECT_EQ(NearestRank(sorted, 1), 10);        // the smallest percentile is the minimum
