@@ -217,7 +217,7 @@ Result BuildResult(const Point& point, absl::string_view system_name, bool is_fl
     result.goodput_gbps = static_cast<double>(samples.payload_bytes) * 8 / elapsed_ns;
   }
   result.extras = std::move(samples.extras);
-  if (summary.count > 0) {
+  if (summary.count > 0 && summary.p50_ns <= kStallMaxP50Nanos) {
     result.extras.push_back(Extra::Double(
         "stalled_pct", 100.0 * static_cast<double>(summary.stalled) /
                            static_cast<double>(summary.count)));

@@ -110,6 +110,10 @@ TEST(Report, BuildResultDerivesRatesFromSamples) {
   const Extra* stalled = result.FindExtra("stalled_pct");
   ASSERT_NE(stalled, nullptr);
   EXPECT_EQ(stalled->text, "31.000");
+  // Not for bulk points, whose own spread exceeds the margin: p50 of 1..100 ms is 50 ms.
+  ClientSamples bulk;
+  for (int64_t i = 1; i <= 100; ++i) bulk.latencies_ns.push_back(i * 1'000'000);
+  EXPECT_EQ(BuildResult(point, "udp-floor", true, bulk).FindExtra("stalled_pct"), nullptr);
 }
 
 TEST(Report, TransportEchoShapeIsEchoThenAck) {

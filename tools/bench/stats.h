@@ -24,8 +24,10 @@ inline constexpr uint32_t kP999 = 999000;
 // A sample at least this much above the p50 counts as stalled (LatencySummary::stalled): on
 // the VMs this project runs on, a call the host interrupted (~20-35 us) or that waited for a
 // sleeping thread's wake-up. Their share is a finer measure of a tail than p99, which sits
-// inside them whenever they are over 1% of the calls.
+// inside them whenever they are over 1% of the calls. Meaningful for calls of up to
+// kStallMaxP50Nanos at p50: a bulk transfer's own spread is larger than the margin.
 inline constexpr int64_t kStallMarginNanos = 20'000;
+inline constexpr int64_t kStallMaxP50Nanos = 200'000;
 
 // Returns the nearest-rank percentile of `sorted` (ascending). `parts_per_million` must be in
 // (0, 1000000]; `sorted` must not be empty (both checked with assertions).
