@@ -19,15 +19,14 @@
 //
 // Acks that ride on requests. A client's next request to us usually carries the ack for its last
 // RPC (its engine's pending ack, or one its loop set aside for a direct request: Loop::StashAck),
-// so ending that RPC (two table updates, a tombstone, its memory) would come
-// between every request and its handler: ~0.25 us of a 64 B call's ~11 us on loopback
-// (docs/rpc-benchmarks.md, session 20). HandleData sets it aside in acks_due_ and Reap() ends it,
-// which the loop calls early in its next round (after the posted closures and a flush) or at the
-// end of a round without work, after the responses have left. A request that would be refused for
-// want of a per-peer RPC slot first ends the acked RPCs (one may hold the slot); a duplicate of an
-// acked request meanwhile finds the RPC still there, past delivery, and is suppressed as before. In
-// the meantime a tick may still ask for that ack (NEED_ACK) or give the RPC up: an extra packet at
-// worst.
+// so ending that RPC (two table updates, a tombstone, its memory) would come between every request
+// and its handler: ~0.25 us of a 64 B call's ~11 us on loopback (docs/rpc-benchmarks.md, session
+// 20). HandleData sets it aside in acks_due_ and Reap() ends it, which the loop calls early in its
+// next round (after the posted closures and a flush) or at the end of a round without work, after
+// the responses have left. A request that would be refused for want of a per-peer RPC slot first
+// ends the acked RPCs (one may hold the slot); a duplicate of an acked request meanwhile finds the
+// RPC still there, past delivery, and is suppressed as before. In the meantime a tick may still ask
+// for that ack (NEED_ACK) or give the RPC up: an extra packet at worst.
 #include "transport/engine.h"
 
 #include <algorithm>
@@ -816,19 +815,19 @@ void Engine::Impl::HandleNeedAck(const Address& from, Rpc* rpc, const wire::Pack
 }
 
 void Engine::Impl::HandleAck(const Address& from, const wire::Packet& p) {
-  ProcessAck(from, p.sender_id);
+  ProcessAck(ServerKey{from, p.sender_id ^ 1});
   for (uint16_t i = 0; i < p.ack.num_acks; ++i) {
-    if (p.ack.acks[i].client_id != 0) ProcessAck(from, p.ack.acks[i].client_id);
+    if (p.ack.acks[i].client_id != 0) ProcessAck(ServerKey{from, p.ack.acks[i].client_id ^ 1});
   }
 }
 
 void Engine::Impl::EndAckedRpcs() {
-  for (const ServerKey& key : acks_due_) ProcessAck(key.client, key.id ^ 1);
+  for (const ServerKey& key : acks_due_) ProcessAck(key);
   acks_due_.clear();
 }
 
-void Engine::Impl::ProcessAck(const Address& client, uint64_t client_id) {
-  auto it = server_rpcs_.find(ServerKey{client, client_id ^ 1});
+void Engine::Impl::ProcessAck(const ServerKey& key) {
+  auto it = server_rpcs_.find(key);
   if (it == server_rpcs_.end()) return;
   Rpc* rpc = it->second.get();
   // Only a response being sent can be acknowledged; an ack for anything else is bogus.

@@ -57,7 +57,8 @@ class Engine::Impl {
   // The granted offset a new incoming message starts with, from its first packet.
   uint32_t InitialGranted(const wire::Packet& p) const;
   void OnMessageComplete(Rpc* rpc);
-  void ProcessAck(const Address& client, uint64_t client_id);
+  // Ends the server RPC `key` names (the client's id ^ 1) if its response is being sent.
+  void ProcessAck(const ServerKey& key);
   // Acts on the acks that arrived on requests since the last call (acks_due_).
   void EndAckedRpcs();
 
