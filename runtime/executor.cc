@@ -17,10 +17,11 @@
 //   signal on, so a burst wakes as many workers as it needs.
 // - Spinning yields the CPU as transport::YieldPolicy says: every 16 pauses while another
 //   thread has been seen wanting this CPU (on a 2-core machine the thread that will submit
-//   the next task, a loop or a client, may need the core we are spinning on), otherwise every
-//   256 to look. It yielded every 256 pauses before: a loopback 64 B call through the pool
-//   took 30-32 us in its good placement against 21-24 us now (docs/rpc-benchmarks.md,
-//   session 16).
+//   the next task, a loop or a client, may need the core we are spinning on), otherwise once
+//   the spin has lasted YieldPolicy::kProbeIdleNanos, and every as long again, to look. It
+//   yielded only every 256 pauses when contended before: a loopback 64 B call through the
+//   pool took 30-32 us in its good placement against 21-24 us with every 16
+//   (docs/rpc-benchmarks.md, session 16).
 // - Shutdown: `stopping_` makes workers exit once the queue is empty (they drain it first);
 //   Run() after that runs the task on the caller, so every task still runs exactly once.
 //
@@ -163,7 +164,8 @@ class WorkerPool final : public Executor {
     int none = 0;
     if (!spinners_.compare_exchange_strong(none, 1, std::memory_order_acq_rel)) return;
     const transport::MonotonicClock* clock = transport::MonotonicClock::Get();
-    const int64_t deadline = clock->NowNanos() + spin_nanos_;
+    const int64_t spin_start = clock->NowNanos();
+    const int64_t deadline = spin_start + spin_nanos_;
     uint32_t pauses = 0;
     while (queued_.load(std::memory_order_acquire) == 0 &&
            !stop_spinning_.load(std::memory_order_acquire)) {
@@ -171,7 +173,7 @@ class WorkerPool final : public Executor {
       if (++pauses % kPausesPerRound != 0) continue;
       const int64_t now = clock->NowNanos();
       if (now >= deadline) break;
-      yield_policy->MaybeYield(now);
+      yield_policy->MaybeYield(now, spin_start);
     }
     spinners_.fetch_sub(1, std::memory_order_acq_rel);
   }

@@ -69,8 +69,11 @@ struct Config {
   // pacing them at link_mbps only caps same-host transfers at that rate (measured: a 1 MiB
   // unary echo on loopback took 1.40-1.46 ms paced at 25 Gbit/s, 0.89-0.91 ms unpaced; see
   // docs/tuning.md). False: they go out as soon as they are granted and are not counted in
-  // the pacer's NIC backlog. True: paced like any other (to mimic a NIC on loopback, and for
-  // A/B measurement).
+  // the pacer's NIC backlog. Nor do they carry a priority mark (IP TOS / traffic class): no
+  // switch or NIC queue will read it, and the control message that sets it costs each send
+  // ~0.1-0.15 us on these VMs (docs/rpc-benchmarks.md, session 22). True: paced and marked
+  // like any other (to mimic a NIC on loopback, and for A/B measurement). Control packets
+  // (GRANT, RESEND, ...) are marked either way.
   bool pace_local = false;
   uint32_t max_nic_est_backlog_usecs = 5;  // estimated NIC queue allowed before throttling
   // ...but never less than the time this many bytes take at link_mbps, up to

@@ -291,6 +291,7 @@ bool Engine::Impl::GetDirectRoute(const Address& dest, DirectRoute* route) {
   if (peer == nullptr) return false;
   route->cutoffs = peer->cutoffs;
   route->cutoff_version = peer->cutoff_version;
+  route->local = peer->unpaced;
   return true;
 }
 

@@ -128,6 +128,7 @@ class Engine {
   struct DirectRoute {
     std::array<uint32_t, 8> cutoffs{};
     uint16_t cutoff_version = 0;
+    bool local = false;  // on this host and not paced: DATA goes unmarked (Config::pace_local)
   };
   // Engine thread: the route to `dest`; false when the engine knows no such peer.
   bool GetDirectRoute(const Address& dest, DirectRoute* route);

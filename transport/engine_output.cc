@@ -9,8 +9,9 @@
 // burst is short enough (one GSO frame) that a newly arrived shorter message waits at most that
 // long. Control packets (GRANT, RESEND, ...) bypass the pacer and go out at the top priority. DATA
 // to a peer on this host (Peer::unpaced, Config::pace_local) is sent as soon as it is granted, in
-// the same bursts, and not counted in the NIC backlog: it never reaches a NIC. Control packets are
-// counted whatever their destination (a few dozen bytes each).
+// the same bursts, not counted in the NIC backlog, and without a priority mark: it never reaches
+// a NIC. Control packets are counted and marked whatever their destination (a few dozen bytes
+// each, and rare on a small call's path).
 #include <algorithm>
 
 #include "transport/engine_impl.h"
@@ -102,7 +103,7 @@ uint32_t Engine::Impl::SendDataPacket(Rpc* rpc, uint32_t offset, uint32_t max_le
   p.data.offset = offset;
 
   op.dest = peer->address;
-  op.priority = Prio(priority);
+  op.priority = peer->unpaced ? 0 : Prio(priority);  // Config::pace_local
   op.header_len = static_cast<uint8_t>(wire::EncodeHeader(p, op.header));
   sink_->Send(op);
   if (!peer->unpaced) pacer_.OnTransmit(now_, len, op.header_len);
@@ -127,7 +128,8 @@ void Engine::BuildDirectPacket(const Address& dest, const DirectRoute& route, Rp
   p.data.offset = 0;
   if (ack != nullptr) p.data.ack = *ack;
   packet->dest = dest;
-  packet->priority = e.Prio(e.UnschedPriority(route.cutoffs, route.cutoff_version, length));
+  packet->priority =
+      route.local ? 0 : e.Prio(e.UnschedPriority(route.cutoffs, route.cutoff_version, length));
   packet->header_len = static_cast<uint8_t>(wire::EncodeHeader(p, packet->header));
   packet->payload = {};
   packet->payload2 = {};

@@ -457,7 +457,7 @@ bool Loop::RunUntil(absl::FunctionRef<bool()> done, int64_t wake_by_nanos) {
       // its budget runs out delays the one that has work by that much on every call. But a
       // yield is a system call on the path of the next datagram, so only as often as
       // YieldPolicy finds somebody else wants this CPU.
-      yield_policy_.MaybeYield(now);
+      yield_policy_.MaybeYield(now, idle_since);
       continue;
     }
     const int64_t next_wake = NextWakeNanos();
@@ -471,7 +471,7 @@ bool Loop::RunUntil(absl::FunctionRef<bool()> done, int64_t wake_by_nanos) {
       // wake-up move this one to an idle CPU (YieldPolicy, naps), the sleep below cut to
       // kNapNanos; unless a timer is due first (the rule above).
       if (timer_soon || !yield_policy_.TakeNap(now)) {
-        yield_policy_.MaybeYield(now);
+        yield_policy_.MaybeYield(now, idle_since);
         continue;
       }
       wake_at = std::min(wake_at, now + YieldPolicy::kNapNanos);

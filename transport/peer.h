@@ -33,7 +33,8 @@ struct Peer {
   absl::InlinedVector<wire::AckEntry, 2> pending_acks;
   // Set when the peer is created, from the route to it (PacketSink::RouteTo):
   // payload bytes per DATA packet we send it (Config::MtuForPath), and whether its DATA
-  // packets skip the pacer (a peer on this host, unless Config::pace_local).
+  // packets skip the pacer and go without a priority mark (a peer on this host, unless
+  // Config::pace_local).
   uint32_t payload_per_packet = 0;
   bool unpaced = false;
   uint32_t client_rpcs = 0;

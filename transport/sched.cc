@@ -106,8 +106,8 @@ bool YieldPolicy::TakeNap(int64_t now) {
   return true;
 }
 
-void YieldPolicy::MaybeYield(int64_t now) {
-  if (!ShouldYield(now)) return;
+void YieldPolicy::MaybeYield(int64_t now, int64_t idle_since) {
+  if (!ShouldYield(now, idle_since)) return;
   const Clock* clock = MonotonicClock::Get();
   const int64_t before = clock->NowNanos();
   std::this_thread::yield();

@@ -59,11 +59,18 @@ bool SetTimerSlack(uint64_t slack_nanos);
 // cores (a blocking caller, a server loop and a worker on 2 cores), the one with work may be
 // queued behind a spinner, and only a yield lets it run. So the policy yields on every round
 // (a loop's idle round; 16 pauses of a worker) only while it has seen contention, and
-// otherwise probes for it every kProbeRounds rounds: a yield that kept this thread off the
-// CPU for over kContendedNanos ran somebody else here, and starts (or extends) kHoldNanos of
-// yielding on every round. A yield that returns at once costs one system call in
-// kProbeRounds. A hypervisor's stolen slice during a probe also looks like contention; it
+// otherwise probes for it once the thread has been idle kProbeIdleNanos, and again every
+// kProbeIdleNanos while it stays idle: a yield that kept this thread off the CPU for over
+// kContendedNanos ran somebody else here, and starts (or extends) kHoldNanos of yielding on
+// every round. A hypervisor's stolen slice during a probe also looks like contention; it
 // costs one hold.
+// Why idle time and not a count of rounds: a thread with work queued behind this one shows as
+// a wait that does not end, so a wait shorter than kProbeIdleNanos has nothing to find. It
+// probed every 16 idle rounds before (~20 us of polling), and a 64 B ping-pong, whose loops
+// idle ~8-10 us between packets, then yielded on about one call in two; a datagram that lands
+// during the yield waits for it, and calls with a yield near the response's arrival took
+// 1.4 us more at p50 (docs/rpc-benchmarks.md, session 22). A contended thread is found as fast
+// as before: its first wait goes past kProbeIdleNanos.
 //
 // Naps. Two spinners that share a CPU while another CPU idles stay that way for tens of
 // milliseconds: each runs only when the other yields, so both look cache-hot to the kernel's
@@ -86,7 +93,7 @@ bool SetTimerSlack(uint64_t slack_nanos);
 // One per spinning thread; not thread-safe.
 class YieldPolicy {
  public:
-  static constexpr uint32_t kProbeRounds = 16;
+  static constexpr int64_t kProbeIdleNanos = 20000;
   static constexpr int64_t kContendedNanos = 5000;
   static constexpr int64_t kHoldNanos = 500000;
   static constexpr int64_t kNapWindowNanos = 4000000;
@@ -96,14 +103,18 @@ class YieldPolicy {
   static constexpr int64_t kMinNapIntervalNanos = 4000000;
   static constexpr int64_t kMaxNapIntervalNanos = 1000000000;
 
-  // Whether this round yields.
-  bool ShouldYield(int64_t now) {
+  // Whether the idle round at `now` yields, the thread having been idle (no work) since
+  // `idle_since` (both MonotonicClock).
+  bool ShouldYield(int64_t now, int64_t idle_since) {
     if (now < contended_until_) return true;
-    return ++rounds_ % kProbeRounds == 0;
+    if (now - idle_since < kProbeIdleNanos || now - last_probe_ < kProbeIdleNanos) return false;
+    last_probe_ = now;
+    return true;
   }
-  // The round at `now` (MonotonicClock): yields if ShouldYield says so, and learns from how
-  // long the yield took. What the spinning threads call; the two below are its parts.
-  void MaybeYield(int64_t now);
+  // The idle round at `now` (idle since `idle_since`): yields if ShouldYield says so, and
+  // learns from how long the yield took. What the spinning threads call; the two below are
+  // its parts.
+  void MaybeYield(int64_t now, int64_t idle_since);
 
   // A yield began at `before` and returned at `after`.
   void OnYield(int64_t before, int64_t after);
@@ -119,7 +130,7 @@ class YieldPolicy {
   int64_t nap_interval_nanos() const { return nap_interval_; }
 
  private:
-  uint32_t rounds_ = 0;
+  int64_t last_probe_ = INT64_MIN / 2;  // far enough back that `now - last_probe_` cannot overflow
   int64_t contended_until_ = 0;
   // Yields that ran somebody else, and the time they kept this thread off its CPU, counted
   // from the end of the first of them until kNapWindowNanos later.

@@ -122,6 +122,33 @@ TEST_F(LocalPacingTest, GrantsStillBoundALocalTransfer) {
   EXPECT_EQ(*client->responses[0].result, want);
 }
 
+TEST_F(LocalPacingTest, DataToALocalPeerCarriesNoPriorityMark) {
+  // When: the same small request to the peer on this host and to the remote one.
+  ASSERT_TRUE(client->engine().SendRequest(local->address(), Bytes(100), 0).ok());
+  ASSERT_TRUE(client->engine().SendRequest(remote->address(), Bytes(100), 0).ok());
+  // Then: only the remote peer's DATA is marked (unscheduled, so above the lowest level).
+  std::vector<uint8_t> local_prios, remote_prios;
+  for (const Captured& c : client->OfType(PacketType::kData)) {
+    (c.dest == local->address() ? local_prios : remote_prios).push_back(c.priority);
+  }
+  EXPECT_EQ(local_prios, (std::vector<uint8_t>{0}));
+  ASSERT_EQ(remote_prios.size(), 1u);
+  EXPECT_GT(remote_prios[0], 0);
+  // And the direct-send route says so too.
+  Engine::DirectRoute route;
+  ASSERT_TRUE(client->engine().GetDirectRoute(local->address(), &route));
+  EXPECT_TRUE(route.local);
+  OutPacket direct;
+  client->engine().BuildDirectPacket(local->address(), route, client->engine().ReserveClientId(),
+                                     100, &direct);
+  EXPECT_EQ(direct.priority, 0);
+  ASSERT_TRUE(client->engine().GetDirectRoute(remote->address(), &route));
+  EXPECT_FALSE(route.local);
+  client->engine().BuildDirectPacket(remote->address(), route,
+                                     client->engine().ReserveClientId(), 100, &direct);
+  EXPECT_EQ(direct.priority, remote_prios[0]);
+}
+
 struct PaceLocalTest : public LocalPacingTest {
   static Config PaceEverything() {
     Config c = Paced();
@@ -135,6 +162,16 @@ TEST_F(PaceLocalTest, PaceLocalPacesPeersOnThisHostToo) {
   ASSERT_TRUE(client->engine().SendRequest(local->address(), Bytes(40000), 0).ok());
   EXPECT_LT(DataPackets(*client), 4u);
   EXPECT_EQ(client->engine().stats().unpaced_peers, 0u);
+}
+
+TEST_F(PaceLocalTest, PaceLocalMarksPeersOnThisHostToo) {
+  ASSERT_TRUE(client->engine().SendRequest(local->address(), Bytes(100), 0).ok());
+  const std::vector<Captured> data = client->OfType(PacketType::kData);
+  ASSERT_EQ(data.size(), 1u);
+  EXPECT_GT(data[0].priority, 0);
+  Engine::DirectRoute route;
+  ASSERT_TRUE(client->engine().GetDirectRoute(local->address(), &route));
+  EXPECT_FALSE(route.local);
 }
 
 struct NoPathMtuTest : public LocalPacingTest {

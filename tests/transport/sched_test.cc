@@ -179,12 +179,12 @@ TEST(Sched, RequestShortSliceLeavesARealTimeThreadAlone) {
 // YieldPolicy: how often a spinning thread gives its CPU away.
 
 // Counts the yields of `rounds` idle rounds from `now`, one every `step` nanoseconds, each
-// yield returning after `yield_nanos`.
-int CountYields(YieldPolicy* policy, int64_t* now, int rounds, int64_t step,
-                int64_t yield_nanos) {
+// yield returning after `yield_nanos`, the thread idle since `idle_since`.
+int CountYields(YieldPolicy* policy, int64_t* now, int64_t idle_since, int rounds,
+                int64_t step, int64_t yield_nanos) {
   int yields = 0;
   for (int i = 0; i < rounds; ++i) {
-    if (policy->ShouldYield(*now)) {
+    if (policy->ShouldYield(*now, idle_since)) {
       ++yields;
       policy->OnYield(*now, *now + yield_nanos);
       *now += yield_nanos;
@@ -194,23 +194,47 @@ int CountYields(YieldPolicy* policy, int64_t* now, int rounds, int64_t step,
   return yields;
 }
 
-TEST(YieldPolicyTest, AloneItYieldsOnlyToProbe) {
+TEST(YieldPolicyTest, WaitsShorterThanTheProbeTimeNeverYield) {
   YieldPolicy policy;
   int64_t now = 1000000;
-  // Yields that return at once (1 us): nobody else wants the CPU.
-  EXPECT_EQ(CountYields(&policy, &now, 10 * YieldPolicy::kProbeRounds, 1500, 1000), 10);
+  // A ping-pong: 1000 waits of 13 idle rounds 1.5 us apart (19.5 us, just under the probe
+  // time), each ended by work. Counting rounds, a probe came every 16 of them: ~800 yields.
+  static_assert(13 * 1500 < YieldPolicy::kProbeIdleNanos);
+  for (int wait = 0; wait < 1000; ++wait) {
+    const int64_t idle_since = now;
+    ASSERT_EQ(CountYields(&policy, &now, idle_since, 13, 1500, 1000), 0) << wait;
+    now += 5000;  // the work
+  }
+  EXPECT_FALSE(policy.contended(now));
+}
+
+TEST(YieldPolicyTest, ALongWaitProbesOncePerProbeTime) {
+  YieldPolicy policy;
+  int64_t now = 1000000;
+  const int64_t idle_since = now;
+  // Yields that return at once (1 us): nobody else wants the CPU. Rounds 1 us apart for
+  // 10.5 probe times: probes at 1, 2, ... 10 probe times into the wait.
+  const int rounds = static_cast<int>(10.5 * YieldPolicy::kProbeIdleNanos / 1000) - 10;
+  EXPECT_EQ(CountYields(&policy, &now, idle_since, rounds, 1000, 1000), 10);
+  EXPECT_EQ(now - idle_since, static_cast<int64_t>(10.5 * YieldPolicy::kProbeIdleNanos));
   EXPECT_FALSE(policy.contended(now));
 }
 
 TEST(YieldPolicyTest, AYieldThatRanSomebodyElseMakesEveryRoundYield) {
   YieldPolicy policy;
   int64_t now = 1000000;
-  ASSERT_EQ(CountYields(&policy, &now, YieldPolicy::kProbeRounds - 1, 1500, 1000), 0);
+  const int64_t idle_since = now;
+  // Idle rounds 1 us apart up to just before the probe time: none yields.
+  ASSERT_EQ(CountYields(&policy, &now, idle_since, YieldPolicy::kProbeIdleNanos / 1000, 1000,
+                        1000),
+            0);
   // The probe's yield keeps this thread off the CPU for 20 us: another thread ran here.
-  ASSERT_EQ(CountYields(&policy, &now, 1, 1500, 20000), 1);
+  ASSERT_EQ(CountYields(&policy, &now, idle_since, 1, 1000, 20000), 1);
   EXPECT_TRUE(policy.contended(now));
-  // Every round yields now, even when those yields return at once.
-  EXPECT_EQ(CountYields(&policy, &now, 50, 1500, 1000), 50);
+  // Every round yields now, even when those yields return at once, and even in a wait that
+  // has only just begun.
+  EXPECT_EQ(CountYields(&policy, &now, idle_since, 50, 1500, 1000), 50);
+  EXPECT_EQ(CountYields(&policy, &now, /*idle_since=*/now, 5, 1500, 1000), 5);
 }
 
 TEST(YieldPolicyTest, ContentionIsForgottenAfterTheHold) {
@@ -221,7 +245,9 @@ TEST(YieldPolicyTest, ContentionIsForgottenAfterTheHold) {
   ASSERT_TRUE(policy.contended(now));
   now += YieldPolicy::kHoldNanos;  // nothing yielded for longer than the hold
   EXPECT_FALSE(policy.contended(now));
-  EXPECT_EQ(CountYields(&policy, &now, 4 * YieldPolicy::kProbeRounds, 1500, 1000), 4);
+  // Short waits yield no more; a long one probes again.
+  EXPECT_EQ(CountYields(&policy, &now, /*idle_since=*/now, 10, 1500, 1000), 0);
+  EXPECT_EQ(CountYields(&policy, &now, /*idle_since=*/now, 50, 1000, 1000), 2);
 }
 
 TEST(YieldPolicyTest, ContentionSeenAgainExtendsTheHold) {
@@ -231,11 +257,11 @@ TEST(YieldPolicyTest, ContentionSeenAgainExtendsTheHold) {
   now += 20000;
   // Just before the hold ends, another yield runs somebody else: the hold starts again.
   now += YieldPolicy::kHoldNanos - 1000;
-  ASSERT_TRUE(policy.ShouldYield(now));
+  ASSERT_TRUE(policy.ShouldYield(now, /*idle_since=*/now));
   policy.OnYield(now, now + 20000);
   now += 20000 + YieldPolicy::kHoldNanos / 2;
   EXPECT_TRUE(policy.contended(now));
-  EXPECT_TRUE(policy.ShouldYield(now));
+  EXPECT_TRUE(policy.ShouldYield(now, /*idle_since=*/now));
 }
 
 TEST(YieldPolicyTest, OnlyAYieldLongerThanTheThresholdCountsAsContention) {
@@ -350,7 +376,8 @@ TEST(YieldPolicyNapTest, TwoSpinnersSharingOneCpuNapAndBackOff) {
       CPU_SET(cpu, &one);
       ASSERT_EQ(sched_setaffinity(0, sizeof(one), &one), 0);
       const MonotonicClock* clock = MonotonicClock::Get();
-      const int64_t end = clock->NowNanos() + kRunNanos;
+      const int64_t start = clock->NowNanos();  // idle (no work) throughout
+      const int64_t end = start + kRunNanos;
       for (int64_t now = clock->NowNanos(); now < end; now = clock->NowNanos()) {
         // A round's own work, ~10 us: the other thread's yield lasts at least that long.
         while (clock->NowNanos() - now < 10000) {
@@ -360,7 +387,7 @@ TEST(YieldPolicyNapTest, TwoSpinnersSharingOneCpuNapAndBackOff) {
           timespec nap{0, YieldPolicy::kNapNanos};
           nanosleep(&nap, nullptr);
         } else {
-          policy.MaybeYield(now);
+          policy.MaybeYield(now, start);
         }
       }
     });
