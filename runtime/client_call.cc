@@ -83,6 +83,7 @@
 #include "runtime/metadata.h"
 #include "runtime/payload_encoder.h"
 #include "transport/clock.h"
+#include "transport/trace_points.h"
 
 namespace homarpc::internal {
 namespace {
@@ -138,6 +139,10 @@ void ChannelImpl::AsyncUnaryCall(const RpcMethod& method, ClientContext* context
 Status ClientCall::Blocking(ChannelImpl& channel, const RpcMethod& method, ClientContext* context,
                             const google::protobuf::MessageLite& request,
                             google::protobuf::MessageLite* response) {
+  HOMARPC_TRACE_POINT(kCallBegin);
+  struct TraceEnd {
+    ~TraceEnd() { HOMARPC_TRACE_POINT(kCallEnd); }
+  } trace_end;
   if (!channel.error_.ok()) {
     return Status(StatusCode::UNAVAILABLE, std::string(channel.error_.message()));
   }
@@ -154,6 +159,7 @@ Status ClientCall::Blocking(ChannelImpl& channel, const RpcMethod& method, Clien
   Status status = Encode(channel, method, *context, request, call_id, &deadline_nanos,
                          &call.request_released_, &call.request_borrowed_, &bytes);
   if (!status.ok()) return status;
+  HOMARPC_TRACE_POINT(kCallEncoded);
   // Non-owning alias (see DESIGN NOTES): `call` outlives its registration in the context.
   const std::shared_ptr<ClientCall> alias(std::shared_ptr<ClientCall>(), &call);
   status = call.Start(alias, call_id, std::move(bytes), deadline_nanos);
@@ -340,6 +346,7 @@ Status ClientCall::Wait() {
 
 void ClientCall::OnTransportDone(absl::StatusOr<transport::Buffer> response) {
   if (!on_done_) {  // blocking: the caller completes the call on its own thread
+    HOMARPC_TRACE_POINT(kResponseDelivered);
     result_ = std::move(response);
     notification_.Notify();
     return;

@@ -58,6 +58,7 @@
 #include "transport/clock.h"
 #include "transport/log.h"
 #include "transport/sched.h"
+#include "transport/trace_points.h"
 
 namespace homarpc {
 namespace internal {
@@ -150,6 +151,7 @@ void ServerImpl::OnRequest(ServerPort* port, transport::IncomingRequest request)
 
 void ServerImpl::ProcessRequest(ServerPort* port, transport::IncomingRequest request,
                                 int64_t arrival_nanos, bool on_worker) {
+  HOMARPC_TRACE_POINT(kRequestDispatched);
   MessageTransport* transport = port->transport.get();
   auto answer = [&](uint64_t call_id, const Status& status) {
     transport->Reply(request, EncodeStatusResponse(call_id, status));
@@ -230,6 +232,7 @@ void ServerImpl::ProcessRequest(ServerPort* port, transport::IncomingRequest req
   // The method name is the registry's key (methods_ is immutable, so its keys stay put).
   ServerCall* call = ServerCall::Create(this, transport, request, envelope, &method->first, handler,
                                         arrival_nanos);
+  HOMARPC_TRACE_POINT(kCallCreated);
   if (call == nullptr) {
     answer(envelope.call_id,
            Status(StatusCode::INTERNAL,

@@ -60,6 +60,7 @@
 #include "runtime/target.h"
 #include "transport/clock.h"
 #include "transport/log.h"
+#include "transport/trace_points.h"
 
 namespace homarpc::internal {
 namespace {
@@ -227,7 +228,9 @@ void ServerCall::RunSync(bool after_round) {
   {
     UserCodeScope scope(server_);
     try {
+      HOMARPC_TRACE_POINT(kHandlerBegin);
       status = handler_->RunSync(&*sync_context_, messages_->request(), messages_->response());
+      HOMARPC_TRACE_POINT(kHandlerEnd);
     } catch (...) {
       status = Status(StatusCode::UNKNOWN, DescribeException());
       HOMARPC_LOG(WARNING) << sync_context_->method() << ": " << status.error_message();
@@ -255,8 +258,10 @@ void ServerCall::RunCallback() {
   {
     UserCodeScope scope(server_);
     try {
+      HOMARPC_TRACE_POINT(kHandlerBegin);
       reactor =
           handler_->RunCallback(&*callback_context_, messages_->request(), messages_->response());
+      HOMARPC_TRACE_POINT(kHandlerEnd);
     } catch (...) {
       failure = Status(StatusCode::UNKNOWN, DescribeException());
       HOMARPC_LOG(WARNING) << callback_context_->method() << ": " << failure->error_message();

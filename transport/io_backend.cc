@@ -68,6 +68,7 @@
 #include "transport/errors.h"
 #include "transport/io_backend_internal.h"
 #include "transport/log.h"
+#include "transport/trace_points.h"
 #include "transport/uring_backend.h"
 
 namespace homarpc::transport {
@@ -308,9 +309,11 @@ bool SendOneDatagram(int fd, int socket_family, const OutPacket& packet) {
     std::memcpy(CMSG_DATA(c), &tos, sizeof(int));
   }
   ssize_t n;
+  HOMARPC_TRACE_POINT(kSendBegin);
   do {
     n = sendmsg(fd, &m, MSG_DONTWAIT);
   } while (n < 0 && errno == EINTR);
+  HOMARPC_TRACE_POINT(kSendEnd);
   return n >= 0;
 }
 
@@ -464,7 +467,9 @@ void Sender::SendRange(int fd, size_t begin, size_t end, SendRetryBudget* budget
                        IoStats* stats) {
   size_t i = begin;
   while (i < end) {
+    HOMARPC_TRACE_POINT(kSendBegin);
     const int sent = sendmmsg(fd, plan_.msgs() + i, static_cast<unsigned>(end - i), MSG_DONTWAIT);
+    HOMARPC_TRACE_POINT(kSendEnd);
     if (sent > 0) {
       for (size_t k = i; k < i + static_cast<size_t>(sent); ++k) {
         stats->datagrams_sent += plan_.info(k).count;
@@ -533,6 +538,7 @@ int RecvBatch::Receive(int fd, IoBackend::RecvFn fn, IoStats* stats) {
     n = recvmmsg(fd, msgs_.data(), slots, MSG_DONTWAIT | MSG_TRUNC, nullptr);
   } while (n < 0 && errno == EINTR);
   if (n <= 0) return 0;  // EAGAIN: drained. Nothing else is expected without IP_RECVERR.
+  HOMARPC_TRACE_POINT(kReceived);
   filled_ = static_cast<unsigned>(n);
   one_next_ = false;
   int delivered = 0;

@@ -68,15 +68,17 @@ homarpc_setup() {
   fi
 }
 
-# homarpc_configure_release DIR: configures DIR (from the current directory's source tree) the
-# way programs are built to be run and measured: g++, RelWithDebInfo, no sanitizers, no tests.
+# homarpc_configure_release DIR [CMAKE_ARG...]: configures DIR (from the current directory's
+# source tree) the way programs are built to be run and measured: g++, RelWithDebInfo, no
+# sanitizers, no tests, no trace points; then any further cmake arguments
+# (tools/call-timeline.sh adds -DHOMARPC_TRACE_POINTS=ON).
 homarpc_configure_release() {
   local dir="$1" cxx
   cxx="$(command -v g++ || true)"
   [[ -n "$cxx" ]] || homarpc_die "g++ not found"
   homarpc_log "configuring $dir with $cxx (RelWithDebInfo, no sanitizers, no tests)"
   cmake -S . -B "$dir" -G Ninja -DCMAKE_CXX_COMPILER="$cxx" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-    -DHOMARPC_SANITIZE=OFF -DHOMARPC_BUILD_TESTS=OFF >&2
+    -DHOMARPC_SANITIZE=OFF -DHOMARPC_BUILD_TESTS=OFF -DHOMARPC_TRACE_POINTS=OFF "${@:2}" >&2
 }
 
 # homarpc_build_bench DIR: installs what is missing and builds DIR's homarpc-bench, configured

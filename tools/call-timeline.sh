@@ -1,0 +1,109 @@
+#!/usr/bin/env bash
+# call-timeline.sh: where the time of a 64 B unary call goes, step by step on both sides, and
+# which step holds the extra time of the calls that stalled (docs/rpc-benchmarks.md, session 22).
+#
+#   tools/call-timeline.sh [--build=DIR] [--no-build] [--calls=N] [--keep=DIR] [-- BENCH_FLAG...]
+#
+# Builds DIR as the measuring scripts do, with trace points (cmake -DHOMARPC_TRACE_POINTS=ON,
+# transport/trace_points.h), runs
+#   homarpc-bench --scenario=unary --systems=homarpc --sizes=64 --iterations=N --warmup=200
+# with HOMARPC_TRACE_DIR set, so that the caller and the server stamp each step of every call,
+# and prints homarpc-call-timeline's table: p50, p90 and p99 of each step in microseconds (they
+# chain without overlap, so a call's steps add up to the call; the two send system calls are
+# also timed on their own, inside the "in flight" steps), and how many of the stalled calls
+# (at least the median + 20 us, as homarpc-bench's stalled_pct) had most of their extra time
+# in each step. The first 200 calls are left out. A stamp reads the clock (~25 ns here, 14 a
+# call), so a traced call is ~0.3 us longer than an untraced one; compare traced runs with
+# traced runs.
+#
+#   --build=DIR   build directory (default: build-trace; it is configured with trace points,
+#                 so do not point it at the build you measure with)
+#   --no-build    use DIR's programs as they are (they must have been built with trace points)
+#   --calls=N     measured calls (default 20000; 200 warm-up calls before them)
+#   --keep=DIR    keep the trace files in DIR (default: a temporary directory, removed)
+#   -- FLAGS      passed on to homarpc-bench (for instance --executor=inline --io_backend=epoll)
+# Relative directories are taken from the repository root.
+#
+# Exit status 0 on success, 1 when the run or the analysis fails (or the programs record no
+# trace points), 2 for bad options. Unless --no-build it installs missing packages
+# (tools/lib/setup.sh) first.
+set -euo pipefail
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+root="$(dirname "$here")"
+cd "$root"
+
+die_usage() {
+  echo "call-timeline.sh: $1" >&2
+  exit 2
+}
+
+build=build-trace
+no_build=0
+calls=20000
+keep=""
+bench_flags=()
+while (($#)); do
+  arg="$1"
+  shift
+  case "$arg" in
+    --build=*)
+      build="${arg#*=}"
+      [[ -n "$build" ]] || die_usage "--build: empty directory"
+      ;;
+    --no-build) no_build=1 ;;
+    --calls=*)
+      calls="${arg#*=}"
+      [[ "$calls" =~ ^[1-9][0-9]{0,5}$ ]] || die_usage "--calls: '$calls' is not a number from 1 to 999999"
+      ;;
+    --keep=*)
+      keep="${arg#*=}"
+      [[ -n "$keep" ]] || die_usage "--keep: empty directory"
+      ;;
+    --)
+      bench_flags=("$@")
+      break
+      ;;
+    -h | --help)
+      sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'
+      exit 0
+      ;;
+    *) die_usage "unknown option '$arg' (see --help)" ;;
+  esac
+done
+
+if ((!no_build)); then
+  # shellcheck source=tools/lib/setup.sh disable=SC1091
+  source "$here/lib/setup.sh"
+  homarpc_setup
+  homarpc_configure_release "$build" -DHOMARPC_TRACE_POINTS=ON
+  cmake --build "$build" --target homarpc-bench homarpc-call-timeline >&2
+fi
+bench="$build/tools/homarpc-bench"
+timeline="$build/tools/homarpc-call-timeline"
+for program in "$bench" "$timeline"; do
+  [[ -x "$program" ]] || { echo "call-timeline.sh: $program not found (build it, or drop --no-build)" >&2; exit 1; }
+done
+
+if [[ -n "$keep" ]]; then
+  mkdir -p "$keep"
+  out="$(cd "$keep" && pwd)"
+  rm -f "$out"/trace.*
+else
+  out="$(mktemp -d)"
+  trap 'rm -rf "$out"' EXIT
+fi
+warmup=200
+result="$(HOMARPC_TRACE_DIR="$out" "$bench" --scenario=unary --systems=homarpc --sizes=64 \
+  --iterations="$calls" --duration_ms=600000 --warmup="$warmup" --cpu_probe_ms=0 \
+  ${bench_flags[@]+"${bench_flags[@]}"} 2>&1)" ||
+  { echo "call-timeline.sh: the run failed; it said:" >&2; tail -n 5 <<<"$result" >&2; exit 1; }
+row="$(grep '| homarpc |' <<<"$result" || true)"
+[[ -n "$row" ]] || { echo "call-timeline.sh: the run printed no result; it said:" >&2; tail -n 5 <<<"$result" >&2; exit 1; }
+compgen -G "$out/trace.*" >/dev/null || {
+  echo "call-timeline.sh: no trace files in $out: $bench records no trace points (build it with -DHOMARPC_TRACE_POINTS=ON, or drop --no-build)" >&2
+  exit 1
+}
+"$timeline" --skip="$warmup" "$out"
+echo
+echo "The run, traced: $row"
