@@ -140,9 +140,7 @@ Status ClientCall::Blocking(ChannelImpl& channel, const RpcMethod& method, Clien
                             const google::protobuf::MessageLite& request,
                             google::protobuf::MessageLite* response) {
   HOMARPC_TRACE_POINT(kCallBegin);
-  struct TraceEnd {
-    ~TraceEnd() { HOMARPC_TRACE_POINT(kCallEnd); }
-  } trace_end;
+  HOMARPC_TRACE_POINT_AT_EXIT(kCallEnd);
   if (!channel.error_.ok()) {
     return Status(StatusCode::UNAVAILABLE, std::string(channel.error_.message()));
   }

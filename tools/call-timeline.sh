@@ -54,7 +54,8 @@ while (($#)); do
     --no-build) no_build=1 ;;
     --calls=*)
       calls="${arg#*=}"
-      [[ "$calls" =~ ^[1-9][0-9]{0,5}$ ]] || die_usage "--calls: '$calls' is not a number from 1 to 999999"
+      [[ "$calls" =~ ^[1-9][0-9]{0,5}$ ]] ||
+        die_usage "--calls: '$calls' is not a number from 1 to 999999"
       ;;
     --keep=*)
       keep="${arg#*=}"
@@ -81,12 +82,16 @@ if ((!no_build)); then
 fi
 bench="$build/tools/homarpc-bench"
 timeline="$build/tools/homarpc-call-timeline"
+fail() {
+  echo "call-timeline.sh: $1" >&2
+  exit 1
+}
 for program in "$bench" "$timeline"; do
-  [[ -x "$program" ]] || { echo "call-timeline.sh: $program not found (build it, or drop --no-build)" >&2; exit 1; }
+  [[ -x "$program" ]] || fail "$program not found (build it, or drop --no-build)"
 done
 
 if [[ -n "$keep" ]]; then
-  mkdir -p "$keep"
+  mkdir -p "$keep" 2>/dev/null || fail "--keep: cannot make directory '$keep'"
   out="$(cd "$keep" && pwd)"
   rm -f "$out"/trace.*
 else
@@ -99,11 +104,14 @@ result="$(HOMARPC_TRACE_DIR="$out" "$bench" --scenario=unary --systems=homarpc -
   ${bench_flags[@]+"${bench_flags[@]}"} 2>&1)" ||
   { echo "call-timeline.sh: the run failed; it said:" >&2; tail -n 5 <<<"$result" >&2; exit 1; }
 row="$(grep '| homarpc |' <<<"$result" || true)"
-[[ -n "$row" ]] || { echo "call-timeline.sh: the run printed no result; it said:" >&2; tail -n 5 <<<"$result" >&2; exit 1; }
-compgen -G "$out/trace.*" >/dev/null || {
-  echo "call-timeline.sh: no trace files in $out: $bench records no trace points (build it with -DHOMARPC_TRACE_POINTS=ON, or drop --no-build)" >&2
+if [[ -z "$row" ]]; then
+  echo "call-timeline.sh: the run printed no result; it said:" >&2
+  tail -n 5 <<<"$result" >&2
   exit 1
-}
+fi
+compgen -G "$out/trace.*" >/dev/null ||
+  fail "no trace files in $out: $bench records no trace points (build it with\
+ -DHOMARPC_TRACE_POINTS=ON, or drop --no-build)"
 "$timeline" --skip="$warmup" "$out"
 echo
 echo "The run, traced: $row"

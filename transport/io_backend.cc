@@ -23,10 +23,11 @@
 // Priority. The IP TOS byte (IPv4) or traffic class (IPv6) is priority << 5, set per sendmsg
 // with an IP_TOS / IPV6_TCLASS control message, and only when priority != 0: the socket's own
 // TOS is 0, so for priority 0 the control message would restate the default, and leaving it
-// out keeps the common control-packet path to at most one control message. The cost either
-// way is small: a busy-polled 64 B round trip measured the same (within 0.1 us of ~2.9 us)
-// with and without the TOS message. Rejected: a setsockopt per priority change (a system
-// call, and it would split a Flush into calls).
+// out keeps the common control-packet path to at most one control message. The message costs
+// a send ~0.1 us (docs/rpc-benchmarks.md, session 22; an earlier busy-polled round trip could
+// not tell it from noise), so the engine gives DATA to a peer on this host priority 0
+// (Config::pace_local). Rejected: a setsockopt per priority change (a system call, and it
+// would split a Flush into calls).
 //
 // Errors. Homa recovers lost packets, so a datagram the kernel refuses is counted in
 // send_errors and dropped. EAGAIN is the exception: the socket buffer is full because we are

@@ -435,6 +435,10 @@ bool Loop::RunUntil(absl::FunctionRef<bool()> done, int64_t wake_by_nanos) {
   const Clock* clock = MonotonicClock::Get();
   int64_t idle_since = clock->NowNanos();  // restarts the spin budget (work, or a wake-up)
   int64_t last_work = idle_since;
+  // When the loop last became idle: the first idle round after work, or a wake-up. Unlike
+  // idle_since it leaves out the working round itself (a relay handler and its response's send
+  // among it), which YieldPolicy must not take for idle time.
+  int64_t probe_since = idle_since;
   bool idle = false;
   bool slept = false;  // since the last work
   while (!done()) {
@@ -448,6 +452,7 @@ bool Loop::RunUntil(absl::FunctionRef<bool()> done, int64_t wake_by_nanos) {
       idle_since = last_work = now;
       continue;
     }
+    if (!idle) probe_since = now;
     idle = true;
     const int64_t spin = spin_policy_.Budget(engine_->MidTransfer(), !pending_.empty());
     const bool spinning = now - idle_since < spin;
@@ -457,7 +462,7 @@ bool Loop::RunUntil(absl::FunctionRef<bool()> done, int64_t wake_by_nanos) {
       // its budget runs out delays the one that has work by that much on every call. But a
       // yield is a system call on the path of the next datagram, so only as often as
       // YieldPolicy finds somebody else wants this CPU.
-      yield_policy_.MaybeYield(now, idle_since);
+      yield_policy_.MaybeYield(now, probe_since);
       continue;
     }
     const int64_t next_wake = NextWakeNanos();
@@ -471,7 +476,7 @@ bool Loop::RunUntil(absl::FunctionRef<bool()> done, int64_t wake_by_nanos) {
       // wake-up move this one to an idle CPU (YieldPolicy, naps), the sleep below cut to
       // kNapNanos; unless a timer is due first (the rule above).
       if (timer_soon || !yield_policy_.TakeNap(now)) {
-        yield_policy_.MaybeYield(now, idle_since);
+        yield_policy_.MaybeYield(now, probe_since);
         continue;
       }
       wake_at = std::min(wake_at, now + YieldPolicy::kNapNanos);
@@ -492,7 +497,7 @@ bool Loop::RunUntil(absl::FunctionRef<bool()> done, int64_t wake_by_nanos) {
       slept = true;
     }
     sleeping_.store(false);
-    idle_since = clock->NowNanos();
+    idle_since = probe_since = clock->NowNanos();
   }
   running_ = false;
   return true;

@@ -106,6 +106,26 @@ bool YieldPolicy::TakeNap(int64_t now) {
   return true;
 }
 
+bool YieldPolicy::ShouldYield(int64_t now, int64_t idle_since) {
+  if (idle_since != wait_since_) {
+    // A new wait: bank the idle time the last one had since the last probe.
+    idle_banked_ += std::max<int64_t>(0, last_round_ - std::max(wait_since_, last_probe_));
+    wait_since_ = idle_since;
+  }
+  last_round_ = now;
+  if (now < contended_until_) {
+    // Every round yields: each counts as a probe.
+    last_probe_ = now;
+    idle_banked_ = 0;
+    return true;
+  }
+  const int64_t waited = now - std::max(idle_since, last_probe_);
+  if (waited < kProbeIdleNanos && idle_banked_ + waited < kProbeIdleBudgetNanos) return false;
+  last_probe_ = now;
+  idle_banked_ = 0;
+  return true;
+}
+
 void YieldPolicy::MaybeYield(int64_t now, int64_t idle_since) {
   if (!ShouldYield(now, idle_since)) return;
   const Clock* clock = MonotonicClock::Get();

@@ -59,18 +59,20 @@ bool SetTimerSlack(uint64_t slack_nanos);
 // cores (a blocking caller, a server loop and a worker on 2 cores), the one with work may be
 // queued behind a spinner, and only a yield lets it run. So the policy yields on every round
 // (a loop's idle round; 16 pauses of a worker) only while it has seen contention, and
-// otherwise probes for it once the thread has been idle kProbeIdleNanos, and again every
-// kProbeIdleNanos while it stays idle: a yield that kept this thread off the CPU for over
-// kContendedNanos ran somebody else here, and starts (or extends) kHoldNanos of yielding on
-// every round. A hypervisor's stolen slice during a probe also looks like contention; it
-// costs one hold.
-// Why idle time and not a count of rounds: a thread with work queued behind this one shows as
-// a wait that does not end, so a wait shorter than kProbeIdleNanos has nothing to find. It
-// probed every 16 idle rounds before (~20 us of polling), and a 64 B ping-pong, whose loops
-// idle ~8-10 us between packets, then yielded on about one call in two; a datagram that lands
-// during the yield waits for it, and calls with a yield near the response's arrival took
-// 1.4 us more at p50 (docs/rpc-benchmarks.md, session 22). A contended thread is found as fast
-// as before: its first wait goes past kProbeIdleNanos.
+// otherwise probes for it once one wait has lasted kProbeIdleNanos (and every kProbeIdleNanos
+// while it goes on), or once shorter waits since the last probe add up to
+// kProbeIdleBudgetNanos: a yield that kept this thread off the CPU for over kContendedNanos
+// ran somebody else here, and starts (or extends) kHoldNanos of yielding on every round. A
+// hypervisor's stolen slice during a probe also looks like contention; it costs one hold.
+// Why idle time and not a count of rounds: it probed every 16 idle rounds before (~20 us of
+// polling), and a 64 B ping-pong, whose loops idle ~8-10 us between packets, then yielded on
+// about one call in two; a datagram that lands during the yield waits for it, and calls with a
+// yield near the response's arrival took 1.4 us more at p50 (docs/rpc-benchmarks.md, session
+// 22). A thread whose work is queued behind this one mostly shows as a wait that does not end,
+// and is found as fast as before; the budget finds one whose waits something else ends (a
+// loop taking a bulk transfer's packets every few microseconds while a worker waits for its
+// CPU), and costs a ping-pong one yield in ~20 calls. The waits are the caller's: it passes
+// when the current one began (a loop's first idle round after work, or its wake-up).
 //
 // Naps. Two spinners that share a CPU while another CPU idles stay that way for tens of
 // milliseconds: each runs only when the other yields, so both look cache-hot to the kernel's
@@ -94,6 +96,7 @@ bool SetTimerSlack(uint64_t slack_nanos);
 class YieldPolicy {
  public:
   static constexpr int64_t kProbeIdleNanos = 20000;
+  static constexpr int64_t kProbeIdleBudgetNanos = 200000;
   static constexpr int64_t kContendedNanos = 5000;
   static constexpr int64_t kHoldNanos = 500000;
   static constexpr int64_t kNapWindowNanos = 4000000;
@@ -103,14 +106,9 @@ class YieldPolicy {
   static constexpr int64_t kMinNapIntervalNanos = 4000000;
   static constexpr int64_t kMaxNapIntervalNanos = 1000000000;
 
-  // Whether the idle round at `now` yields, the thread having been idle (no work) since
-  // `idle_since` (both MonotonicClock).
-  bool ShouldYield(int64_t now, int64_t idle_since) {
-    if (now < contended_until_) return true;
-    if (now - idle_since < kProbeIdleNanos || now - last_probe_ < kProbeIdleNanos) return false;
-    last_probe_ = now;
-    return true;
-  }
+  // Whether the idle round at `now` yields, the thread's current wait having begun at
+  // `idle_since` (both MonotonicClock; a different `idle_since` is a new wait).
+  bool ShouldYield(int64_t now, int64_t idle_since);
   // The idle round at `now` (idle since `idle_since`): yields if ShouldYield says so, and
   // learns from how long the yield took. What the spinning threads call; the two below are
   // its parts.
@@ -130,7 +128,12 @@ class YieldPolicy {
   int64_t nap_interval_nanos() const { return nap_interval_; }
 
  private:
-  int64_t last_probe_ = INT64_MIN / 2;  // far enough back that `now - last_probe_` cannot overflow
+  // Far enough back that `now - last_probe_` cannot overflow; the three start equal, so the
+  // first wait banks nothing.
+  int64_t last_probe_ = INT64_MIN / 2;
+  int64_t wait_since_ = INT64_MIN / 2;  // the current wait's beginning (idle_since)
+  int64_t last_round_ = INT64_MIN / 2;  // the last idle round seen
+  int64_t idle_banked_ = 0;  // idle time of the earlier waits since the last probe
   int64_t contended_until_ = 0;
   // Yields that ran somebody else, and the time they kept this thread off its CPU, counted
   // from the end of the first of them until kNapWindowNanos later.

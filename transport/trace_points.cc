@@ -9,10 +9,12 @@
 
 #include <algorithm>
 #include <atomic>
-#include <cstdio>
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <new>
+#include <string>
 
 #include "absl/strings/str_cat.h"
 #include "transport/clock.h"
@@ -22,6 +24,9 @@ namespace homarpc::transport {
 namespace {
 
 constexpr uint64_t kMagic = 0x31454341'52544850;  // "PHTRACE1", little-endian
+// Larger than any CLOCK_MONOTONIC reading for a century of uptime (~2^61.5 ns), small enough
+// that a difference of two cannot overflow.
+constexpr int64_t kMaxTraceNanos = int64_t{1} << 62;
 
 // The file: this header, then kMaxTraceRecords records.
 struct TraceHeader {
@@ -48,10 +53,11 @@ TraceHeader* OpenTraceFile() {
     return nullptr;
   }
   void* p = mmap(nullptr, kFileBytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  const int err = errno;
   close(fd);
   if (p == MAP_FAILED) {
     std::fprintf(stderr, "homarpc trace points: mmap %s: %s; not recording\n", path.c_str(),
-                 std::strerror(errno));
+                 std::strerror(err));
     return nullptr;
   }
   // Every page written now, not at its first stamp (a page fault would be timed as a step).
@@ -82,8 +88,14 @@ void RecordTracePoint(TracePoint point) {
 }
 
 absl::StatusOr<TraceFile> ReadTraceFile(const std::string& path) {
-  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // Non-blocking, and only a regular file: a FIFO of that name must not hang the reader.
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) return ErrnoToStatus(errno, absl::StrCat("open ", path));
+  struct stat st;
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    close(fd);
+    return absl::DataLossError(path + ": not a regular file");
+  }
   // Reads exactly `n` bytes at `offset`; false at the end of the file or on an error.
   auto read_at = [fd](void* to, size_t n, off_t offset) {
     auto* out = static_cast<char*>(to);
@@ -114,10 +126,14 @@ absl::StatusOr<TraceFile> ReadTraceFile(const std::string& path) {
       status = absl::DataLossError(absl::StrCat(path, ": holds fewer than its ", count,
                                                 " records"));
     } else {
-      // A slot taken but never written (the process died between the two), or a point this
-      // reader does not know: skipped.
+      // A slot taken but never written (the process died between the two), a point this
+      // reader does not know, or a time no monotonic clock shows (which differences of two
+      // could overflow): skipped.
       for (const TraceRecord& r : all) {
-        if (r.point != 0 && r.point <= kMaxTracePoint) file.records.push_back(r);
+        if (r.point != 0 && r.point <= kMaxTracePoint && r.nanos >= 0 &&
+            r.nanos <= kMaxTraceNanos) {
+          file.records.push_back(r);
+        }
       }
       file.dropped = header.dropped;
     }

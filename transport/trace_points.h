@@ -13,7 +13,9 @@
 // nanoseconds, comparable across processes, ~25 ns a stamp on these VMs). The file holds
 // kMaxTraceRecords (~300000 calls' stamps); later stamps are counted as dropped. Its pages are
 // written once when it is created, so that no stamp takes a page fault (~9 us here, as long
-// as the steps it would time). Any thread.
+// as the steps it would time). Any thread. The file is opened once per process: a process
+// that stamps and then forks leaves its children writing into its own file (the benchmark's
+// parent stamps nothing before it forks the client and the server).
 #ifndef HOMARPC_TRANSPORT_TRACE_POINTS_H_
 #define HOMARPC_TRANSPORT_TRACE_POINTS_H_
 
@@ -22,7 +24,6 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "absl/strings/string_view.h"
 
 namespace homarpc::transport {
 
@@ -57,6 +58,18 @@ inline constexpr uint64_t kMaxTraceRecords = uint64_t{1} << 21;  // 32 MiB a pro
 // HOMARPC_TRACE_POINT calls it, and only in builds with HOMARPC_TRACE_POINTS.
 void RecordTracePoint(TracePoint point);
 
+// Stamps `point` when the enclosing scope exits (HOMARPC_TRACE_POINT_AT_EXIT).
+class TracePointAtExit {
+ public:
+  explicit TracePointAtExit(TracePoint point) : point_(point) {}
+  ~TracePointAtExit() { RecordTracePoint(point_); }
+  TracePointAtExit(const TracePointAtExit&) = delete;
+  TracePointAtExit& operator=(const TracePointAtExit&) = delete;
+
+ private:
+  const TracePoint point_;
+};
+
 // A trace file written by RecordTracePoint: its records in the order they were taken, and
 // the stamps it had no room for.
 struct TraceFile {
@@ -68,13 +81,19 @@ absl::StatusOr<TraceFile> ReadTraceFile(const std::string& path);
 
 }  // namespace homarpc::transport
 
+// HOMARPC_TRACE_POINT(kCallBegin) stamps now; HOMARPC_TRACE_POINT_AT_EXIT(kCallEnd) when the
+// enclosing scope exits (one per scope).
 #ifdef HOMARPC_TRACE_POINTS
 #define HOMARPC_TRACE_POINT(point) \
   ::homarpc::transport::RecordTracePoint(::homarpc::transport::TracePoint::point)
+#define HOMARPC_TRACE_POINT_AT_EXIT(point)                                   \
+  const ::homarpc::transport::TracePointAtExit homarpc_trace_point_at_exit_( \
+      ::homarpc::transport::TracePoint::point)
 #else
 #define HOMARPC_TRACE_POINT(point) \
   do {                             \
   } while (false)
+#define HOMARPC_TRACE_POINT_AT_EXIT(point) static_assert(true)
 #endif
 
 #endif  // HOMARPC_TRANSPORT_TRACE_POINTS_H_

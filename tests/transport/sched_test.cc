@@ -194,17 +194,28 @@ int CountYields(YieldPolicy* policy, int64_t* now, int64_t idle_since, int round
   return yields;
 }
 
-TEST(YieldPolicyTest, WaitsShorterThanTheProbeTimeNeverYield) {
+TEST(YieldPolicyTest, ShortWaitsProbeOnlyOncePerIdleBudget) {
   YieldPolicy policy;
   int64_t now = 1000000;
-  // A ping-pong: 1000 waits of 13 idle rounds 1.5 us apart (19.5 us, just under the probe
-  // time), each ended by work. Counting rounds, a probe came every 16 of them: ~800 yields.
+  // A ping-pong: 1000 waits of 13 idle rounds 1.5 us apart (18 us of idle each, under the
+  // probe time), each ended by work. Counting rounds, a probe came every 16 of them (~800
+  // yields); now one comes each time the idle time since the last one adds up to the budget
+  // (the first in the 12th wait: 11 x 18 us banked and 2 us more), 18 ms / 200 us in all.
   static_assert(13 * 1500 < YieldPolicy::kProbeIdleNanos);
+  static_assert(11 * 18000 < YieldPolicy::kProbeIdleBudgetNanos &&
+                12 * 18000 >= YieldPolicy::kProbeIdleBudgetNanos);
+  int yields = 0;
+  std::vector<int> yielding_waits;
   for (int wait = 0; wait < 1000; ++wait) {
     const int64_t idle_since = now;
-    ASSERT_EQ(CountYields(&policy, &now, idle_since, 13, 1500, 1000), 0) << wait;
+    const int n = CountYields(&policy, &now, idle_since, 13, 1500, 1000);
+    if (n > 0) yielding_waits.push_back(wait);
+    yields += n;
     now += 5000;  // the work
   }
+  EXPECT_EQ(yields, 1000 * 18000 / YieldPolicy::kProbeIdleBudgetNanos);
+  ASSERT_FALSE(yielding_waits.empty());
+  EXPECT_EQ(yielding_waits[0], 11);
   EXPECT_FALSE(policy.contended(now));
 }
 
@@ -245,7 +256,7 @@ TEST(YieldPolicyTest, ContentionIsForgottenAfterTheHold) {
   ASSERT_TRUE(policy.contended(now));
   now += YieldPolicy::kHoldNanos;  // nothing yielded for longer than the hold
   EXPECT_FALSE(policy.contended(now));
-  // Short waits yield no more; a long one probes again.
+  // A short wait yields no more; a long one probes again.
   EXPECT_EQ(CountYields(&policy, &now, /*idle_since=*/now, 10, 1500, 1000), 0);
   EXPECT_EQ(CountYields(&policy, &now, /*idle_since=*/now, 50, 1000, 1000), 2);
 }

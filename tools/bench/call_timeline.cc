@@ -119,6 +119,11 @@ std::vector<RequestStamps> ServerRequests(std::vector<TraceRecord> records) {
       req.reset();
     }
   }
+  // In the order they arrived (with several server loops, requests need not finish in order).
+  std::stable_sort(requests.begin(), requests.end(),
+                   [](const RequestStamps& a, const RequestStamps& b) {
+                     return a.received < b.received;
+                   });
   return requests;
 }
 
@@ -190,10 +195,15 @@ absl::StatusOr<Timeline> BuildTimeline(const std::vector<TraceRecord>& caller,
     for (size_t i = 0; i < timeline.steps.size(); ++i) timeline.steps[i].nanos.push_back(values[i]);
   }
   timeline.calls = timeline.steps.back().nanos.size();
-  if (timeline.calls == 0) {
+  if (matched == 0) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "none of the caller's ", calls.size(), " calls (after ", skip_calls,
-        " skipped) matched a server request: the server's trace holds ", requests.size()));
+        "none of the caller's ", calls.size(),
+        " calls matched a server request: the server's trace holds ", requests.size()));
+  }
+  if (timeline.calls == 0) {
+    return absl::InvalidArgumentError(absl::StrCat("all ", matched,
+                                                   " matched calls were left out (skip ",
+                                                   skip_calls, ")"));
   }
 
   std::vector<int64_t> medians;

@@ -42,9 +42,11 @@ struct Timeline {
   int64_t stall_margin_nanos = 0;
 };
 
-// `caller` and `server`: each process's records (ReadTraceFile). Leaves out the first
-// `skip_calls` matched calls. Errors: InvalidArgument when the caller's records hold no
-// call, or no call matched a server request.
+// `caller` and `server`: each process's records (ReadTraceFile). The caller's calls are those
+// of the thread that made the first one, which must drive its own socket (a blocking call on
+// a lent socket, the runtime's default): its receive stamps are taken from that thread only.
+// Leaves out the first `skip_calls` matched calls. Errors: InvalidArgument when the caller's
+// records hold no complete call, no call matched a server request, or all were left out.
 absl::StatusOr<Timeline> BuildTimeline(const std::vector<transport::TraceRecord>& caller,
                                        const std::vector<transport::TraceRecord>& server,
                                        int64_t stall_margin_nanos, size_t skip_calls);

@@ -4,26 +4,27 @@
 //   homarpc-call-timeline [--skip=N] [--margin_us=N] DIR
 //
 // DIR must hold two trace files: the caller's (it made blocking calls) and the server's.
-// Exit status 0, 1 when the files cannot be read or matched, 2 for bad options.
+// Exit status 0, 1 when the files cannot be read or matched, 2 for bad values or arguments (an
+// unknown flag: absl's message, exit status 1).
 #include <dirent.h>
 
+#include <cstdint>
 #include <cstdio>
-#include <cstdlib>
 #include <string>
 #include <vector>
 
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
 #include "absl/strings/match.h"
-#include "absl/strings/numbers.h"
 #include "tools/bench/call_timeline.h"
 #include "transport/trace_points.h"
 
-namespace {
+ABSL_FLAG(int64_t, skip, 200, "matched calls left out at the start (the warm-up)");
+ABSL_FLAG(int64_t, margin_us, 20,
+          "a call this many microseconds or more over the median call is stalled (1-1000000)");
 
-int Usage(const std::string& why) {
-  std::fprintf(stderr, "homarpc-call-timeline: %s (usage: homarpc-call-timeline [--skip=N] "
-               "[--margin_us=N] DIR)\n", why.c_str());
-  return 2;
-}
+namespace {
 
 bool HasPoint(const std::vector<homarpc::transport::TraceRecord>& records,
               homarpc::transport::TracePoint point) {
@@ -37,26 +38,29 @@ bool HasPoint(const std::vector<homarpc::transport::TraceRecord>& records,
 
 int main(int argc, char** argv) {
   using homarpc::transport::TracePoint;
-  size_t skip = 200;
-  int64_t margin_us = 20;
-  std::string dir;
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    if (absl::StartsWith(arg, "--skip=")) {
-      if (!absl::SimpleAtoi(arg.substr(7), &skip)) return Usage("--skip: not a count: " + arg);
-    } else if (absl::StartsWith(arg, "--margin_us=")) {
-      if (!absl::SimpleAtoi(arg.substr(12), &margin_us) || margin_us <= 0) {
-        return Usage("--margin_us: not a positive number: " + arg);
-      }
-    } else if (absl::StartsWith(arg, "-")) {
-      return Usage("unknown option '" + arg + "'");
-    } else if (dir.empty()) {
-      dir = arg;
-    } else {
-      return Usage("one directory only");
-    }
+  absl::SetProgramUsageMessage(
+      "Prints the per-step table of a traced ping-pong from the trace files in DIR.\n"
+      "  homarpc-call-timeline [--skip=N] [--margin_us=N] DIR\n"
+      "See tools/call-timeline.sh.");
+  std::vector<char*> positional = absl::ParseCommandLine(argc, argv);
+  if (positional.size() != 2) {
+    std::fprintf(stderr, "homarpc-call-timeline: want one directory, got %zu arguments\n",
+                 positional.size() - 1);
+    return 2;
   }
-  if (dir.empty()) return Usage("no directory given");
+  const std::string dir = positional[1];
+  const int64_t skip = absl::GetFlag(FLAGS_skip);
+  const int64_t margin_us = absl::GetFlag(FLAGS_margin_us);
+  if (skip < 0) {
+    std::fprintf(stderr, "homarpc-call-timeline: --skip: %lld is negative\n",
+                 static_cast<long long>(skip));
+    return 2;
+  }
+  if (margin_us < 1 || margin_us > 1000000) {
+    std::fprintf(stderr, "homarpc-call-timeline: --margin_us: %lld is not in 1-1000000\n",
+                 static_cast<long long>(margin_us));
+    return 2;
+  }
 
   std::vector<std::string> paths;
   if (DIR* d = opendir(dir.c_str())) {
@@ -93,7 +97,8 @@ int main(int argc, char** argv) {
                  dir.c_str(), callers, servers);
     return 1;
   }
-  auto timeline = homarpc::bench::BuildTimeline(caller, server, margin_us * 1000, skip);
+  auto timeline = homarpc::bench::BuildTimeline(caller, server, margin_us * 1000,
+                                                static_cast<size_t>(skip));
   if (!timeline.ok()) {
     std::fprintf(stderr, "homarpc-call-timeline: %s\n", timeline.status().ToString().c_str());
     return 1;

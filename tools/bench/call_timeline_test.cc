@@ -1,21 +1,15 @@
-// Tests of the trace points' file (transport/trace_points.h) and of CallTimeline: a file
-// written by RecordTracePoint reads back in order; bad files are refused with DataLoss; a
-// synthetic ping-pong's stamps give each step's time, match each call to its request, count
-// what does not match, and charge a stalled call to the step that took the extra time.
+// Tests of CallTimeline: a synthetic ping-pong's stamps give each step's time, match each call
+// to its request, count what does not match, and charge a stalled call to the step that took
+// the extra time. (The trace file itself: tests/transport/trace_points_test.cc.)
 #include "tools/bench/call_timeline.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-#include <stdlib.h>
-#include <unistd.h>
 
 #include <algorithm>
-#include <cstdio>
 #include <string>
-#include <thread>
 #include <vector>
 
-#include "absl/strings/str_cat.h"
 #include "transport/trace_points.h"
 
 namespace homarpc::bench {
@@ -24,70 +18,6 @@ namespace {
 using testing::HasSubstr;
 using transport::TracePoint;
 using transport::TraceRecord;
-
-std::string MakeTempDir() {
-  char pattern[] = "/tmp/call_timeline_test.XXXXXX";
-  const char* dir = mkdtemp(pattern);
-  return dir == nullptr ? std::string() : std::string(dir);
-}
-
-void WriteFile(const std::string& path, const std::string& bytes) {
-  FILE* f = std::fopen(path.c_str(), "wb");
-  ASSERT_NE(f, nullptr);
-  ASSERT_EQ(std::fwrite(bytes.data(), 1, bytes.size(), f), bytes.size());
-  std::fclose(f);
-}
-
-// The only test that records: the process opens its trace file at its first stamp, from the
-// environment of that moment.
-TEST(TracePointsTest, StampsOfSeveralThreadsReadBackInOrder) {
-  const std::string dir = MakeTempDir();
-  ASSERT_FALSE(dir.empty());
-  ASSERT_EQ(setenv("HOMARPC_TRACE_DIR", dir.c_str(), 1), 0);
-  transport::RecordTracePoint(TracePoint::kCallBegin);
-  std::thread other([] { transport::RecordTracePoint(TracePoint::kReceived); });
-  other.join();
-  transport::RecordTracePoint(TracePoint::kCallEnd);
-
-  const std::string path = absl::StrCat(dir, "/trace.", getpid());
-  absl::StatusOr<transport::TraceFile> file = transport::ReadTraceFile(path);
-  ASSERT_TRUE(file.ok()) << file.status();
-  ASSERT_EQ(file->records.size(), 3u);
-  EXPECT_EQ(file->dropped, 0u);
-  EXPECT_EQ(file->records[0].point, static_cast<uint32_t>(TracePoint::kCallBegin));
-  EXPECT_EQ(file->records[1].point, static_cast<uint32_t>(TracePoint::kReceived));
-  EXPECT_EQ(file->records[2].point, static_cast<uint32_t>(TracePoint::kCallEnd));
-  EXPECT_EQ(file->records[0].thread, file->records[2].thread);
-  EXPECT_NE(file->records[0].thread, file->records[1].thread);
-  EXPECT_LE(file->records[0].nanos, file->records[1].nanos);
-  EXPECT_LE(file->records[1].nanos, file->records[2].nanos);
-  std::remove(path.c_str());
-  rmdir(dir.c_str());
-}
-
-TEST(TracePointsTest, FilesThatAreNotTracesAreRefused) {
-  const std::string dir = MakeTempDir();
-  ASSERT_FALSE(dir.empty());
-  EXPECT_EQ(transport::ReadTraceFile(dir + "/none").status().code(),
-            absl::StatusCode::kNotFound);
-  WriteFile(dir + "/short", "PH");
-  EXPECT_EQ(transport::ReadTraceFile(dir + "/short").status().code(),
-            absl::StatusCode::kDataLoss);
-  WriteFile(dir + "/other", std::string(64, 'x'));
-  EXPECT_EQ(transport::ReadTraceFile(dir + "/other").status().code(),
-            absl::StatusCode::kDataLoss);
-  // A header that claims three records over a file that holds one.
-  std::string header(32, '\0');
-  const uint64_t magic = 0x31454341'52544850, next = 3;
-  header.replace(0, 8, reinterpret_cast<const char*>(&magic), 8);
-  header.replace(8, 8, reinterpret_cast<const char*>(&next), 8);
-  WriteFile(dir + "/cut", header + std::string(16, '\1'));
-  absl::StatusOr<transport::TraceFile> cut = transport::ReadTraceFile(dir + "/cut");
-  EXPECT_EQ(cut.status().code(), absl::StatusCode::kDataLoss);
-  EXPECT_THAT(cut.status().message(), HasSubstr("fewer than its 3 records"));
-  for (const char* name : {"/short", "/other", "/cut"}) std::remove((dir + name).c_str());
-  rmdir(dir.c_str());
-}
 
 // A synthetic ping-pong: every call's steps take `step` ns each, but the handler takes
 // `handler` ns. Times in ns; the caller is thread 1, the server's loop thread 2.
@@ -196,6 +126,9 @@ TEST(CallTimelineTest, TracesWithoutCallsOrRequestsAreRefused) {
   absl::StatusOr<Timeline> no_server = BuildTimeline(p.caller, {}, 20000, 0);
   EXPECT_EQ(no_server.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(no_server.status().message(), HasSubstr("matched a server request"));
+  absl::StatusOr<Timeline> all_skipped = BuildTimeline(p.caller, p.server, 20000, 1);
+  EXPECT_EQ(all_skipped.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(all_skipped.status().message(), HasSubstr("all 1 matched calls were left out"));
 }
 
 }  // namespace

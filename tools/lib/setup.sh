@@ -76,7 +76,7 @@ homarpc_configure_release() {
   local dir="$1" cxx
   cxx="$(command -v g++ || true)"
   [[ -n "$cxx" ]] || homarpc_die "g++ not found"
-  homarpc_log "configuring $dir with $cxx (RelWithDebInfo, no sanitizers, no tests)"
+  homarpc_log "configuring $dir with $cxx (RelWithDebInfo, no sanitizers, no tests${2:+; ${*:2}})"
   cmake -S . -B "$dir" -G Ninja -DCMAKE_CXX_COMPILER="$cxx" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     -DHOMARPC_SANITIZE=OFF -DHOMARPC_BUILD_TESTS=OFF -DHOMARPC_TRACE_POINTS=OFF "${@:2}" >&2
 }
