@@ -24,9 +24,9 @@ namespace homarpc::transport {
 namespace {
 
 constexpr uint64_t kMagic = 0x31454341'52544850;  // "PHTRACE1", little-endian
-// Larger than any CLOCK_MONOTONIC reading for a century of uptime (~2^61.5 ns), small enough
-// that a difference of two cannot overflow.
-constexpr int64_t kMaxTraceNanos = int64_t{1} << 62;
+// Larger than any CLOCK_MONOTONIC reading for 73 years of uptime, and small enough that
+// differences of differences of such times (a step against its median) cannot overflow.
+constexpr int64_t kMaxTraceNanos = int64_t{1} << 61;
 
 // The file: this header, then kMaxTraceRecords records.
 struct TraceHeader {
@@ -121,8 +121,12 @@ absl::StatusOr<TraceFile> ReadTraceFile(const std::string& path) {
     status = absl::DataLossError(path + ": not a homarpc trace file");
   } else {
     const uint64_t count = std::min(header.next, kMaxTraceRecords);
-    std::vector<TraceRecord> all(count);
-    if (!read_at(all.data(), count * sizeof(TraceRecord), sizeof(header))) {
+    std::vector<TraceRecord> all;
+    if (static_cast<uint64_t>(st.st_size) >= sizeof(header) + count * sizeof(TraceRecord)) {
+      all.resize(count);  // only what the file holds: a header's claim allocates nothing
+    }
+    if (all.size() != count ||
+        !read_at(all.data(), count * sizeof(TraceRecord), sizeof(header))) {
       status = absl::DataLossError(absl::StrCat(path, ": holds fewer than its ", count,
                                                 " records"));
     } else {
@@ -131,7 +135,7 @@ absl::StatusOr<TraceFile> ReadTraceFile(const std::string& path) {
       // could overflow): skipped.
       for (const TraceRecord& r : all) {
         if (r.point != 0 && r.point <= kMaxTracePoint && r.nanos >= 0 &&
-            r.nanos <= kMaxTraceNanos) {
+            r.nanos < kMaxTraceNanos) {
           file.records.push_back(r);
         }
       }

@@ -54,8 +54,8 @@ static_assert(sizeof(TraceRecord) == 16);
 
 inline constexpr uint64_t kMaxTraceRecords = uint64_t{1} << 21;  // 32 MiB a process
 
-// Records `point` now (see the file comment). Defined in every build; only
-// HOMARPC_TRACE_POINT calls it, and only in builds with HOMARPC_TRACE_POINTS.
+// Records `point` now (see the file comment). Defined in every build; only the
+// HOMARPC_TRACE_POINT macros call it, and only in builds with HOMARPC_TRACE_POINTS.
 void RecordTracePoint(TracePoint point);
 
 // Stamps `point` when the enclosing scope exits (HOMARPC_TRACE_POINT_AT_EXIT).
@@ -90,10 +90,11 @@ absl::StatusOr<TraceFile> ReadTraceFile(const std::string& path);
   const ::homarpc::transport::TracePointAtExit homarpc_trace_point_at_exit_( \
       ::homarpc::transport::TracePoint::point)
 #else
+// Nothing, but the point's name is still checked (a typo fails here, not in a trace build).
 #define HOMARPC_TRACE_POINT(point) \
-  do {                             \
-  } while (false)
-#define HOMARPC_TRACE_POINT_AT_EXIT(point) static_assert(true)
+  static_assert(sizeof(::homarpc::transport::TracePoint::point) > 0)
+#define HOMARPC_TRACE_POINT_AT_EXIT(point) \
+  static_assert(sizeof(::homarpc::transport::TracePoint::point) > 0)
 #endif
 
 #endif  // HOMARPC_TRANSPORT_TRACE_POINTS_H_

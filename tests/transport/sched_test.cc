@@ -216,6 +216,9 @@ TEST(YieldPolicyTest, ShortWaitsProbeOnlyOncePerIdleBudget) {
   EXPECT_EQ(yields, 1000 * 18000 / YieldPolicy::kProbeIdleBudgetNanos);
   ASSERT_FALSE(yielding_waits.empty());
   EXPECT_EQ(yielding_waits[0], 11);
+  // The rest of a wait that probed counts toward the next probe from the probe on, not from
+  // the wait's beginning (counting it whole, the last yield came in wait 990).
+  EXPECT_EQ(yielding_waits.back(), 998);
   EXPECT_FALSE(policy.contended(now));
 }
 

@@ -4,8 +4,9 @@
 //   homarpc-call-timeline [--skip=N] [--margin_us=N] DIR
 //
 // DIR must hold two trace files: the caller's (it made blocking calls) and the server's.
-// Exit status 0, 1 when the files cannot be read or matched, 2 for bad values or arguments (an
-// unknown flag: absl's message, exit status 1).
+// Exit status 0, 1 when the files cannot be read or matched, 2 for an out-of-range value or a
+// missing or extra argument (an unknown flag, or a value absl cannot parse: absl's message,
+// exit status 1).
 #include <dirent.h>
 
 #include <cstdint>
