@@ -19,9 +19,10 @@
 //   thread has been seen wanting this CPU (on a 2-core machine the thread that will submit
 //   the next task, a loop or a client, may need the core we are spinning on), otherwise once
 //   a spin has lasted YieldPolicy::kProbeIdleNanos, and every as long again (or once spins
-//   since the last look add up to its budget), to look. Before session 16 it yielded every 256 pauses whatever it had
-//   seen: a loopback 64 B call through the pool took 30-32 us in its good placement against
-//   21-24 us with every 16 when contended (docs/rpc-benchmarks.md, session 16).
+//   since the last look add up to its budget), to look. Before session 16 it yielded every
+//   256 pauses whatever it had seen: a loopback 64 B call through the pool took 30-32 us in
+//   its good placement against 21-24 us with every 16 when contended (docs/rpc-benchmarks.md,
+//   session 16).
 // - Shutdown: `stopping_` makes workers exit once the queue is empty (they drain it first);
 //   Run() after that runs the task on the caller, so every task still runs exactly once.
 //

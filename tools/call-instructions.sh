@@ -37,45 +37,29 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(dirname "$here")"
 cd "$root"
 
-die_usage() {
-  echo "call-instructions.sh: $1" >&2
-  exit 2
-}
-
+MEASURE_SCRIPT=call-instructions.sh
 build=build
-no_build=0
+# shellcheck source=tools/lib/measure.sh disable=SC1091
+source "$here/lib/measure.sh"
 calls=4000
 keep=""
 for arg in "$@"; do
+  measure_common_option "$arg" && continue
   case "$arg" in
-    --build=*)
-      build="${arg#*=}"
-      [[ -n "$build" ]] || die_usage "--build: empty directory"
-      ;;
-    --no-build) no_build=1 ;;
     --calls=*)
       calls="${arg#*=}"
-      [[ "$calls" =~ ^[1-9][0-9]{0,5}$ ]] || die_usage "--calls: '$calls' is not a number from 1 to 999999"
+      measure_count --calls "$calls" 999999
       ;;
     --keep=*)
       keep="${arg#*=}"
-      [[ -n "$keep" ]] || die_usage "--keep: empty directory"
+      [[ -n "$keep" ]] || measure_usage_error "--keep: empty directory"
       ;;
-    -h | --help)
-      sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'
-      exit 0
-      ;;
-    *) die_usage "unknown option '$arg' (see --help)" ;;
+    *) measure_usage_error "unknown option '$arg' (see --help)" ;;
   esac
 done
 
+measure_programs -- homarpc-bench
 bench="$build/tools/homarpc-bench"
-if ((!no_build)); then
-  # shellcheck source=tools/lib/setup.sh disable=SC1091
-  source "$here/lib/setup.sh"
-  homarpc_build_bench "$build"
-fi
-[[ -x "$bench" ]] || { echo "call-instructions.sh: $bench not found (build it, or drop --no-build)" >&2; exit 1; }
 command -v valgrind >/dev/null && command -v callgrind_annotate >/dev/null ||
   { echo "call-instructions.sh: valgrind not found (apt-get install valgrind)" >&2; exit 77; }
 
@@ -108,8 +92,7 @@ with() { grep -l -F "$1" "$out"/callgrind.out.* 2>/dev/null || true; }
 mapfile -t servers < <(with 'ServerImpl::ProcessRequest(')
 mapfile -t clients < <(with 'ClientCall::Start(')
 ((${#servers[@]} == 1 && ${#clients[@]} == 1)) || {
-  echo "call-instructions.sh: expected one server and one client profile, found ${#servers[@]} and ${#clients[@]}" >&2
-  exit 1
+  measure_fail "expected one server and one client profile, found ${#servers[@]} and ${#clients[@]}"
 }
 server="${servers[0]}"
 client="${clients[0]}"
@@ -138,7 +121,7 @@ sum=0
 for row in "${rows[@]}"; do
   IFS='|' read -r side step file pattern <<<"$row"
   n="$(per_call "$file" "$pattern")"
-  ((n > 0)) || { echo "call-instructions.sh: no '$pattern' in the $side's profile" >&2; exit 1; }
+  ((n > 0)) || measure_fail "no '$pattern' in the $side's profile"
   sum=$((sum + n))
   echo "| $side | $step | $n |"
 done

@@ -33,65 +33,40 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(dirname "$here")"
 cd "$root"
 
-die_usage() {
-  echo "call-timeline.sh: $1" >&2
-  exit 2
-}
-
+MEASURE_SCRIPT=call-timeline.sh
 build=build-trace
-no_build=0
+# shellcheck source=tools/lib/measure.sh disable=SC1091
+source "$here/lib/measure.sh"
 calls=20000
 keep=""
 bench_flags=()
 while (($#)); do
   arg="$1"
   shift
+  measure_common_option "$arg" && continue
   case "$arg" in
-    --build=*)
-      build="${arg#*=}"
-      [[ -n "$build" ]] || die_usage "--build: empty directory"
-      ;;
-    --no-build) no_build=1 ;;
     --calls=*)
       calls="${arg#*=}"
-      [[ "$calls" =~ ^[1-9][0-9]{0,5}$ ]] ||
-        die_usage "--calls: '$calls' is not a number from 1 to 999999"
+      measure_count --calls "$calls" 999999
       ;;
     --keep=*)
       keep="${arg#*=}"
-      [[ -n "$keep" ]] || die_usage "--keep: empty directory"
+      [[ -n "$keep" ]] || measure_usage_error "--keep: empty directory"
       ;;
     --)
       bench_flags=("$@")
       break
       ;;
-    -h | --help)
-      sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'
-      exit 0
-      ;;
-    *) die_usage "unknown option '$arg' (see --help)" ;;
+    *) measure_usage_error "unknown option '$arg' (see --help)" ;;
   esac
 done
 
-if ((!no_build)); then
-  # shellcheck source=tools/lib/setup.sh disable=SC1091
-  source "$here/lib/setup.sh"
-  homarpc_setup
-  homarpc_configure_release "$build" -DHOMARPC_TRACE_POINTS=ON
-  cmake --build "$build" --target homarpc-bench homarpc-call-timeline >&2
-fi
+measure_programs -DHOMARPC_TRACE_POINTS=ON -- homarpc-bench homarpc-call-timeline
 bench="$build/tools/homarpc-bench"
 timeline="$build/tools/homarpc-call-timeline"
-fail() {
-  echo "call-timeline.sh: $1" >&2
-  exit 1
-}
-for program in "$bench" "$timeline"; do
-  [[ -x "$program" ]] || fail "$program not found (build it, or drop --no-build)"
-done
 
 if [[ -n "$keep" ]]; then
-  mkdir -p "$keep" 2>/dev/null || fail "--keep: cannot make directory '$keep'"
+  mkdir -p "$keep" 2>/dev/null || measure_fail "--keep: cannot make directory '$keep'"
   out="$(cd "$keep" && pwd)"
   rm -f "$out"/trace.*
 else
@@ -110,7 +85,7 @@ if [[ -z "$row" ]]; then
   exit 1
 fi
 compgen -G "$out/trace.*" >/dev/null ||
-  fail "no trace files in $out: $bench records no trace points (build it with\
+  measure_fail "no trace files in $out: $bench records no trace points (build it with\
  -DHOMARPC_TRACE_POINTS=ON, or drop --no-build)"
 "$timeline" --skip="$warmup" "$out"
 echo

@@ -42,48 +42,32 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(dirname "$here")"
 cd "$root"
 
-die_usage() {
-  echo "rpc-ratios.sh: $1" >&2
-  exit 2
-}
-
+MEASURE_SCRIPT=rpc-ratios.sh
+build=build
+# shellcheck source=tools/lib/measure.sh disable=SC1091
+source "$here/lib/measure.sh"
 runs=3
 latency=both
-build=build
-no_build=0
 quick=0
 for arg in "$@"; do
+  measure_common_option "$arg" && continue
   case "$arg" in
     --runs=*)
       runs="${arg#*=}"
-      [[ "$runs" =~ ^[1-9][0-9]?$ ]] || die_usage "--runs: '$runs' is not a number from 1 to 99"
+      measure_count --runs "$runs" 99
       ;;
     --cpu-latency=*)
       latency="${arg#*=}"
       [[ "$latency" =~ ^(both|hold|as-is)$ ]] ||
-        die_usage "--cpu-latency: '$latency' is not one of both, hold, as-is"
+        measure_usage_error "--cpu-latency: '$latency' is not one of both, hold, as-is"
       ;;
-    --build=*)
-      build="${arg#*=}"
-      [[ -n "$build" ]] || die_usage "--build: empty directory"
-      ;;
-    --no-build) no_build=1 ;;
     --quick) quick=1 ;;
-    -h | --help)
-      sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'
-      exit 0
-      ;;
-    *) die_usage "unknown option '$arg' (see --help)" ;;
+    *) measure_usage_error "unknown option '$arg' (see --help)" ;;
   esac
 done
 
+measure_programs -- homarpc-bench
 bench="$build/tools/homarpc-bench"
-if ((!no_build)); then
-  # shellcheck source=tools/lib/setup.sh disable=SC1091
-  source "$here/lib/setup.sh"
-  homarpc_build_bench "$build"  # configured as tools/bench-report.sh and tools/quickstart.sh
-fi
-[[ -x "$bench" ]] || { echo "rpc-ratios.sh: $bench not found (build it, or drop --no-build)" >&2; exit 1; }
 
 systems=--systems=grpc,homarpc
 unary_args=(--scenario=unary "$systems,udp-floor" --sizes=64,1M --iterations=20000

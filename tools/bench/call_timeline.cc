@@ -2,6 +2,7 @@
 #include "tools/bench/call_timeline.h"
 
 #include <algorithm>
+#include <iterator>
 #include <map>
 #include <optional>
 #include <utility>
@@ -127,6 +128,33 @@ std::vector<RequestStamps> ServerRequests(std::vector<TraceRecord> records) {
   return requests;
 }
 
+// The steps in the order printed: the chain (its links add up to the call), the two send
+// system calls (each inside an "in flight" link), and the whole call, which must stay last.
+struct StepSpec {
+  const char* name;
+  bool in_chain;
+  int64_t (*nanos)(const CallStamps& c, const RequestStamps& r);
+};
+using C = const CallStamps&;
+using R = const RequestStamps&;
+constexpr StepSpec kSteps[] = {
+    {"encode", true, [](C c, R) { return c.encoded - c.begin; }},
+    {"start, to the send", true, [](C c, R) { return c.send_begin - c.encoded; }},
+    {"request in flight", true, [](C c, R r) { return r.received - c.send_begin; }},
+    {"server: engine, to dispatch", true, [](C, R r) { return r.dispatched - r.received; }},
+    {"server: call made, request parsed", true, [](C, R r) { return r.created - r.dispatched; }},
+    {"server: to the handler", true, [](C, R r) { return r.handler_begin - r.created; }},
+    {"server: handler", true, [](C, R r) { return r.handler_end - r.handler_begin; }},
+    {"server: response out, to the send", true,
+     [](C, R r) { return r.send_begin - r.handler_end; }},
+    {"response in flight", true, [](C c, R r) { return c.received - r.send_begin; }},
+    {"caller: engine, to the call", true, [](C c, R) { return c.delivered - c.received; }},
+    {"caller: decode, return", true, [](C c, R) { return c.end - c.delivered; }},
+    {"caller's send (system call)", false, [](C c, R) { return c.send_end - c.send_begin; }},
+    {"server's send (system call)", false, [](C, R r) { return r.send_end - r.send_begin; }},
+    {"whole call", true, [](C c, R) { return c.end - c.begin; }},
+};
+
 int64_t Percentile(std::vector<int64_t> v, double q) {
   if (v.empty()) return 0;
   std::sort(v.begin(), v.end());
@@ -145,23 +173,9 @@ absl::StatusOr<Timeline> BuildTimeline(const std::vector<TraceRecord>& caller,
     return absl::InvalidArgumentError("the caller's trace holds no complete blocking call");
   }
   const std::vector<RequestStamps> requests = ServerRequests(server);
-  const char* names[] = {"encode",
-                         "start, to the send",
-                         "request in flight",
-                         "server: engine, to dispatch",
-                         "server: call made, request parsed",
-                         "server: to the handler",
-                         "server: handler",
-                         "server: response out, to the send",
-                         "response in flight",
-                         "caller: engine, to the call",
-                         "caller: decode, return",
-                         "caller's send (system call)",
-                         "server's send (system call)",
-                         "whole call"};
-  for (const char* name : names) timeline.steps.push_back(TimelineStep{name, true, {}, 0});
-  const size_t kChain = 11;
-  for (size_t i = kChain; i + 1 < timeline.steps.size(); ++i) timeline.steps[i].in_chain = false;
+  for (const StepSpec& spec : kSteps) {
+    timeline.steps.push_back(TimelineStep{spec.name, spec.in_chain, {}, 0});
+  }
 
   size_t matched = 0;
   for (const CallStamps& c : calls) {
@@ -177,22 +191,9 @@ absl::StatusOr<Timeline> BuildTimeline(const std::vector<TraceRecord>& caller,
       ++timeline.skipped;
       continue;
     }
-    const RequestStamps& r = *it;
-    const int64_t values[] = {c.encoded - c.begin,
-                              c.send_begin - c.encoded,
-                              r.received - c.send_begin,
-                              r.dispatched - r.received,
-                              r.created - r.dispatched,
-                              r.handler_begin - r.created,
-                              r.handler_end - r.handler_begin,
-                              r.send_begin - r.handler_end,
-                              c.received - r.send_begin,
-                              c.delivered - c.received,
-                              c.end - c.delivered,
-                              c.send_end - c.send_begin,
-                              r.send_end - r.send_begin,
-                              c.end - c.begin};
-    for (size_t i = 0; i < timeline.steps.size(); ++i) timeline.steps[i].nanos.push_back(values[i]);
+    for (size_t i = 0; i < std::size(kSteps); ++i) {
+      timeline.steps[i].nanos.push_back(kSteps[i].nanos(c, *it));
+    }
   }
   timeline.calls = timeline.steps.back().nanos.size();
   if (matched == 0) {
@@ -213,7 +214,8 @@ absl::StatusOr<Timeline> BuildTimeline(const std::vector<TraceRecord>& caller,
     if (timeline.steps.back().nanos[call] < stalled_from) continue;
     ++timeline.stalled;
     size_t worst = 0;
-    for (size_t i = 1; i < kChain; ++i) {
+    for (size_t i = 1; i + 1 < timeline.steps.size(); ++i) {  // the chain: not the whole call
+      if (!timeline.steps[i].in_chain) continue;
       if (timeline.steps[i].nanos[call] - medians[i] >
           timeline.steps[worst].nanos[call] - medians[worst]) {
         worst = i;

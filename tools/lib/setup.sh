@@ -8,7 +8,7 @@
 # HOMARPC_SKIP_SETUP=1 skips the check (for machines that provide the tools some other way).
 #
 # Defines: HOMARPC_ROOT (the repository root), homarpc_setup, homarpc_configure_release,
-# homarpc_build_bench, homarpc_log, homarpc_die.
+# homarpc_log, homarpc_die. (The measuring scripts' build step: measure_programs, measure.sh.)
 
 # shellcheck disable=SC2034  # used by the scripts that source this file
 HOMARPC_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
@@ -79,12 +79,4 @@ homarpc_configure_release() {
   homarpc_log "configuring $dir with $cxx (RelWithDebInfo, no sanitizers, no tests${2:+; ${*:2}})"
   cmake -S . -B "$dir" -G Ninja -DCMAKE_CXX_COMPILER="$cxx" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     -DHOMARPC_SANITIZE=OFF -DHOMARPC_BUILD_TESTS=OFF -DHOMARPC_TRACE_POINTS=OFF "${@:2}" >&2
-}
-
-# homarpc_build_bench DIR: installs what is missing and builds DIR's homarpc-bench, configured
-# as homarpc_configure_release does (the measuring scripts, unless --no-build).
-homarpc_build_bench() {
-  homarpc_setup
-  homarpc_configure_release "$1"
-  cmake --build "$1" --target homarpc-bench >&2
 }
