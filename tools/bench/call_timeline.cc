@@ -10,6 +10,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "tools/bench/stats.h"
 
 namespace homarpc::bench {
 namespace {
@@ -155,10 +156,13 @@ constexpr StepSpec kSteps[] = {
     {"whole call", true, [](C c, R) { return c.end - c.begin; }},
 };
 
-int64_t Percentile(std::vector<int64_t> v, double q) {
+constexpr uint32_t kP90 = 900000;  // parts per million, as stats.h's kP50/kP99
+
+// The nearest-rank percentile (stats.h, as homarpc-bench reports them) of unsorted `v`.
+int64_t Percentile(std::vector<int64_t> v, uint32_t parts_per_million) {
   if (v.empty()) return 0;
   std::sort(v.begin(), v.end());
-  return v[static_cast<size_t>(q * static_cast<double>(v.size() - 1))];
+  return NearestRank(v, parts_per_million);
 }
 
 }  // namespace
@@ -208,7 +212,7 @@ absl::StatusOr<Timeline> BuildTimeline(const std::vector<TraceRecord>& caller,
   }
 
   std::vector<int64_t> medians;
-  for (const TimelineStep& s : timeline.steps) medians.push_back(Percentile(s.nanos, 0.5));
+  for (const TimelineStep& s : timeline.steps) medians.push_back(Percentile(s.nanos, kP50));
   const int64_t stalled_from = medians.back() + stall_margin_nanos;
   for (size_t call = 0; call < timeline.calls; ++call) {
     if (timeline.steps.back().nanos[call] < stalled_from) continue;
@@ -233,8 +237,8 @@ std::string FormatTimeline(const Timeline& timeline) {
   for (const TimelineStep& s : timeline.steps) {
     const bool whole = &s == &timeline.steps.back();
     absl::StrAppend(&out, "| ", s.in_chain ? s.name : absl::StrCat("(", s.name, ")"), " | ",
-                    us(Percentile(s.nanos, 0.5)), " | ", us(Percentile(s.nanos, 0.9)), " | ",
-                    us(Percentile(s.nanos, 0.99)), " | ",
+                    us(Percentile(s.nanos, kP50)), " | ", us(Percentile(s.nanos, kP90)), " | ",
+                    us(Percentile(s.nanos, kP99)), " | ",
                     whole        ? absl::StrCat(timeline.stalled)
                     : s.in_chain ? absl::StrCat(s.stalls)
                                  : std::string("-"),

@@ -19,11 +19,13 @@
 #include "absl/flags/usage.h"
 #include "absl/strings/match.h"
 #include "tools/bench/call_timeline.h"
+#include "tools/bench/stats.h"
 #include "transport/trace_points.h"
 
 ABSL_FLAG(int64_t, skip, 200, "matched calls left out at the start (the warm-up)");
-ABSL_FLAG(int64_t, margin_us, 20,
-          "a call this many microseconds or more over the median call is stalled (1-1000000)");
+ABSL_FLAG(int64_t, margin_us, homarpc::bench::kStallMarginNanos / 1000,
+          "a call this many microseconds or more over the median call is stalled (1-1000000; "
+          "the default is homarpc-bench's stalled_pct margin)");
 
 namespace {
 
