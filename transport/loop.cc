@@ -21,9 +21,15 @@
 // (docs/rpc-benchmarks.md, session 18). The arrival comes from the kernel's receive timestamp
 // (IoBackend::LastArrivalNanos, one ioctl), asked only after a sleep, and only when the gap
 // could change the policy's mind.
-// Naps: a loop that spins while another thread spins on the same CPU sleeps once, briefly, so
-// that its wake-up can place it on an idle CPU (YieldPolicy in sched.h); the nap is the usual
-// sleep below, cut to YieldPolicy::kNapNanos.
+// Sharing a CPU: a loop that spins while another thread spins on the same CPU (YieldPolicy in
+// sched.h says when a nap is due) moves itself to another CPU its affinity allows
+// (MoveToAnotherCpu, sched.h) and spins on there; only where it cannot move does it nap, the
+// usual sleep below cut to YieldPolicy::kNapNanos, so that its wake-up may place it on an idle
+// CPU. A wake-up does not do that on every kernel: on these VMs (which pack busy threads onto
+// few vCPUs) the loop woken from its nap landed on the CPU it left, and the caller and the
+// server's loop took turns on one CPU for the rest of a run while the other idled, in 5-6 of
+// 40 `homarpc-bench unary` runs (p99 60-90 us, the other runs' 36-54; docs/rpc-benchmarks.md,
+// session 23). Moving ended that: 0 of 120 runs.
 //
 // Scheduler slice: a loop thread asks for a short one (transport/sched.h), so that a loop
 // woken by a packet runs at once rather than after the slice of a thread doing batch work.
@@ -472,11 +478,15 @@ bool Loop::RunUntil(absl::FunctionRef<bool()> done, int64_t wake_by_nanos) {
     const bool timer_soon = spin_nanos_ > 0 && next_wake - now <= spin_nanos_;
     int64_t wake_at = std::min(next_wake, wake_by_nanos);
     if (spinning) {
-      // YieldPolicy keeps finding another thread on this CPU: a short sleep lets the kernel's
-      // wake-up move this one to an idle CPU (YieldPolicy, naps), the sleep below cut to
+      // YieldPolicy keeps finding another thread on this CPU: move to another one (DESIGN
+      // NOTES, "Sharing a CPU"), or where that is not possible nap, the sleep below cut to
       // kNapNanos; unless a timer is due first (the rule above).
       if (timer_soon || !yield_policy_.TakeNap(now)) {
         yield_policy_.MaybeYield(now, probe_since);
+        continue;
+      }
+      if (MoveToAnotherCpu()) {
+        cpu_moves_.fetch_add(1, std::memory_order_relaxed);
         continue;
       }
       wake_at = std::min(wake_at, now + YieldPolicy::kNapNanos);

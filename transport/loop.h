@@ -112,6 +112,9 @@ class Loop final : public EngineHandler {
   // How often a task's round woke a parked standby (relay mode). Thread-safe.
   uint64_t standby_wakes() const { return standby_wakes_.load(std::memory_order_relaxed); }
   bool standby_ready() const { return standby_ready_.load(); }
+  // How often the loop moved itself to another CPU, having found it shared its own with
+  // another spinning thread (loop.cc, DESIGN NOTES). Thread-safe.
+  uint64_t cpu_moves() const { return cpu_moves_.load(std::memory_order_relaxed); }
 
   // Runs `fn` on the loop thread soon and returns true. Thread-safe. After Stop() it returns
   // false and `fn` is destroyed unrun. `wake` = false leaves a sleeping loop asleep (it runs
@@ -234,6 +237,7 @@ class Loop final : public EngineHandler {
   const int64_t spin_nanos_;
   SpinPolicy spin_policy_;
   YieldPolicy yield_policy_;
+  std::atomic<uint64_t> cpu_moves_{0};
   std::unique_ptr<IoBackend> io_;
   std::unique_ptr<Engine> engine_;
   const Endpoint::RequestHandler* handler_;

@@ -61,6 +61,21 @@ bool NameThisThread(absl::string_view name) {
   return prctl(PR_SET_NAME, buffer, 0, 0, 0) == 0;
 }
 
+bool MoveToAnotherCpu() {
+  cpu_set_t allowed;
+  if (sched_getaffinity(0, sizeof(allowed), &allowed) != 0) return false;
+  const int here = sched_getcpu();
+  if (here < 0 || here >= CPU_SETSIZE || !CPU_ISSET(here, &allowed) || CPU_COUNT(&allowed) < 2) {
+    return false;
+  }
+  cpu_set_t others = allowed;
+  CPU_CLR(here, &others);
+  if (sched_setaffinity(0, sizeof(others), &others) != 0) return false;
+  const int there = sched_getcpu();
+  (void)sched_setaffinity(0, sizeof(allowed), &allowed);
+  return there != here;
+}
+
 uint64_t ThisThreadsTimerSlackNanos() {
   const int slack = prctl(PR_GET_TIMERSLACK, 0, 0, 0, 0);
   return slack < 0 ? 0 : static_cast<uint64_t>(slack);

@@ -49,6 +49,15 @@ bool NameThisThread(absl::string_view name);
 uint64_t ThisThreadsTimerSlackNanos();
 bool SetTimerSlack(uint64_t slack_nanos);
 
+// MoveToAnotherCpu() moves the calling thread off the CPU it runs on, to another one its
+// affinity allows: it narrows the thread's affinity to the others for a moment (the kernel
+// migrates a running thread at once when its CPU leaves the mask) and then restores the mask
+// exactly, so the thread stays where it landed until the scheduler moves it again. Returns
+// whether the thread now runs on another CPU; false, changing nothing, when the thread may run
+// on one CPU only or the kernel refuses. An affinity set by another thread between the two
+// calls is overwritten by the restore.
+bool MoveToAnotherCpu();
+
 // YieldPolicy: when a spinning thread gives its CPU away with sched_yield (an idle transport
 // loop, Loop::RunUntil; an idle handler worker, runtime/executor.cc), and when it steps off
 // its CPU for a nap.
@@ -80,18 +89,22 @@ bool SetTimerSlack(uint64_t slack_nanos);
 // woken onto its waker's CPU (the kernel's wake-up places it there when it finds no idle CPU
 // in a quick search), and `homarpc-bench unary` hit it at the start of 5 runs in 12: up to 87%
 // of the first 3000 calls took over p50 + 10 us, and the run's p99 went from ~47 to 78-91 us
-// (docs/rpc-benchmarks.md, session 18). Yielding never ends it; sleeping does: a thread woken
-// from a sleep is placed afresh, on an idle CPU if there is one (two spinners started on one
-// CPU were apart 20 ms later in 8-9 trials of 20 by yielding alone, in 20 of 20 when one of
-// them slept 50 us once). So once yields that ran somebody else have kept the thread off its
-// CPU for kNapOffCpuNanos in all, in at least kNapMinLongYields of them within kNapWindowNanos,
-// TakeNap() says the thread should sleep for at most kNapNanos. That is a quarter of the
-// window lost to others, whether to a spinner that yields back every few microseconds or to a
-// thread that keeps the CPU for a whole slice; a hypervisor's ~25 us interruptions, ~1400 a
-// second here, lose a few percent. Where no CPU is idle (three spinners on two cores) a nap
-// cures nothing: naps wanted again within twice the current interval double the interval
-// before the next one may be taken (kMinNapIntervalNanos up to kMaxNapIntervalNanos), so such
-// a thread naps about once a second, and one whose naps work naps again as soon as it needs to.
+// (docs/rpc-benchmarks.md, session 18). Yielding never ends it. So once yields that ran
+// somebody else have kept the thread off its CPU for kNapOffCpuNanos in all, in at least
+// kNapMinLongYields of them within kNapWindowNanos, TakeNap() says the thread should leave
+// its CPU: a loop moves to another one (MoveToAnotherCpu, above), and naps, sleeping at most
+// kNapNanos, only where it cannot move. A sleep alone worked where a thread woken from it is
+// placed afresh, on an idle CPU if there is one (two spinners started on one CPU were apart
+// 20 ms later in 8-9 trials of 20 by yielding alone, in 20 of 20 when one of them slept 50 us
+// once); on VMs whose kernel packs busy threads onto few vCPUs the woken loop landed on the
+// CPU it left, every time (session 23). A quarter of the window lost to others is the
+// threshold, whether to a spinner that yields back every few microseconds or to a thread that
+// keeps the CPU for a whole slice; a hypervisor's ~25 us interruptions, ~1400 a second here,
+// lose a few percent. Where no CPU is free (three spinners on two cores) neither cures
+// anything: naps wanted again within twice the current interval double the interval before
+// the next one may be taken (kMinNapIntervalNanos up to kMaxNapIntervalNanos), so such a
+// thread naps (or moves) about once a second, and one whose naps work naps again as soon as
+// it needs to.
 // One per spinning thread; not thread-safe.
 class YieldPolicy {
  public:

@@ -1,11 +1,14 @@
 // Tests for how Loop::RunUntil decides to spin or sleep (transport/loop.cc): that a loop judges
 // the idle time before work by when its datagrams arrived (IoBackend::LastArrivalNanos), not
-// by when it got to run again, which includes its own wake-up's latency.
+// by when it got to run again, which includes its own wake-up's latency; and that a spinning
+// loop that shares its CPU with another spinner moves to another CPU.
 #include <cstdint>
+#include <atomic>
 #include <memory>
 #include <thread>
 
 #include "gtest/gtest.h"
+#include "tests/transport/cpu_util.h"
 #include "transport/address.h"
 #include "transport/clock.h"
 #include "transport/config.h"
@@ -112,6 +115,62 @@ TEST(LoopSpinTest, ASleepingLoopLearnsToSpinFromArrivalTimesNotFromItsWakeUps) {
   }
   ASSERT_GE(sleeps, 0) << "the loop never learnt to sleep through 400 us gaps";
   EXPECT_LE(sleeps, 100) << "slept " << sleeps << " times for 1000 datagrams 20 us apart";
+}
+
+// A backend with nothing to read, ever: the loop spins idle.
+class IdleBackend final : public IoBackend {
+ public:
+  IoKind kind() const override { return IoKind::kEpoll; }
+  Address local_address() const override { return Address::Loopback4(9); }
+  void Send(const OutPacket&) override {}
+  void Flush() override {}
+  int Poll(RecvFn) override { return 0; }
+  void Wait(int64_t timeout_nanos) override {
+    const int64_t until = MonotonicClock::Get()->NowNanos() + timeout_nanos;
+    while (MonotonicClock::Get()->NowNanos() < until) std::this_thread::yield();
+  }
+  void Notify() override {}
+  bool SendDirect(const OutPacket&) override { return false; }
+  void ReadOneNext() override {}
+  int64_t LastArrivalNanos() override { return 0; }
+  IoStats stats() const override { return {}; }
+};
+
+// A spinning loop on a CPU that a thread which never yields keeps busy: the loop's yields run
+// that thread, YieldPolicy says the loop should leave its CPU, and it moves to the other one
+// its affinity allows (a nap would leave it where it is on kernels whose wake-ups pack busy
+// threads together; loop.cc, "Sharing a CPU"). Without the move it naps and cpu_moves() stays 0.
+TEST(LoopCpuTest, ALoopSharingItsCpuWithASpinnerMovesToAnother) {
+  int first = 0;
+  int second = 0;
+  if (!TwoAllowedCpus(&first, &second)) GTEST_SKIP() << "this process may use one CPU only";
+  std::atomic<bool> stop{false};
+  std::thread hog([&stop, first] {
+    const cpu_set_t one = CpuSet({first});
+    ASSERT_EQ(sched_setaffinity(0, sizeof(one), &one), 0);
+    while (!stop.load(std::memory_order_relaxed)) {
+    }
+  });
+  uint64_t moves = 0;
+  std::thread driver([&moves, first, second] {
+    PlaceOn(first, CpuSet({first, second}));
+    Config config;
+    // Spin throughout, and no timer due within the spin time (a loop waits for one that is
+    // by spinning, and neither naps nor moves).
+    config.tick_usecs = 2000000;
+    config.poll_usecs = 1000000;
+    Loop loop(0, config, std::make_unique<IdleBackend>(), nullptr);
+    loop.AdoptCurrentThread();
+    const MonotonicClock* clock = MonotonicClock::Get();
+    const int64_t give_up = clock->NowNanos() + kNanosPerSecond / 2;
+    loop.RunUntil([&] { return loop.cpu_moves() > 0 || clock->NowNanos() > give_up; });
+    loop.ReleaseThread();
+    moves = loop.cpu_moves();
+  });
+  driver.join();
+  stop.store(true);
+  hog.join();
+  EXPECT_EQ(moves, 1u) << "the loop did not leave the CPU it shared";
 }
 
 }  // namespace

@@ -23,6 +23,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
+#include "tests/transport/cpu_util.h"
 #include "transport/address.h"
 #include "transport/buffer.h"
 #include "transport/clock.h"
@@ -415,6 +416,33 @@ TEST(YieldPolicyNapTest, TwoSpinnersSharingOneCpuNapAndBackOff) {
   }
   EXPECT_GT(std::max(policies[0].nap_interval_nanos(), policies[1].nap_interval_nanos()),
             YieldPolicy::kMinNapIntervalNanos);
+}
+
+TEST(MoveToAnotherCpuTest, LeavesTheCpuAndRestoresTheAffinity) {
+  int first = 0;
+  int second = 0;
+  if (!TwoAllowedCpus(&first, &second)) GTEST_SKIP() << "this process may use one CPU only";
+  std::thread([first, second] {
+    const cpu_set_t two = CpuSet({first, second});
+    PlaceOn(first, two);
+    EXPECT_TRUE(MoveToAnotherCpu()) << "the thread stayed on CPU " << first;
+    const cpu_set_t after = ThisThreadsAffinity();
+    EXPECT_TRUE(CPU_EQUAL(&after, &two)) << "the affinity was not restored";
+  }).join();
+}
+
+TEST(MoveToAnotherCpuTest, AThreadThatMayUseOneCpuStaysAndKeepsItsAffinity) {
+  int first = 0;
+  int second = 0;
+  if (!TwoAllowedCpus(&first, &second)) GTEST_SKIP() << "this process may use one CPU only";
+  std::thread([second] {
+    const cpu_set_t one = CpuSet({second});
+    ASSERT_EQ(sched_setaffinity(0, sizeof(one), &one), 0);
+    EXPECT_FALSE(MoveToAnotherCpu());
+    EXPECT_EQ(sched_getcpu(), second);
+    const cpu_set_t after = ThisThreadsAffinity();
+    EXPECT_TRUE(CPU_EQUAL(&after, &one));
+  }).join();
 }
 
 }  // namespace
