@@ -77,6 +77,10 @@ ABSL_FLAG(std::string, mtu, "0",
 ABSL_FLAG(std::string, direct_send, "1",
           "homarpc: 1 = callers send one-packet requests themselves while the transport's loop "
           "sleeps; 0 = every request goes through the loop thread.");
+ABSL_FLAG(std::string, floor_work_ns, "3500",
+          "udp-floor-work (unary; run only when --systems names it): busy work per call added "
+          "to the raw UDP ping-pong, in ns (0..1000000): what an RPC system whose own code "
+          "takes that long could reach on this machine.");
 ABSL_FLAG(std::string, executor, "",
           "homarpc: where the server's sync handlers run: inline (on the loop thread), pool "
           "(homarpc's default: quick ones on the loop thread with a standby thread, the rest "
@@ -170,7 +174,7 @@ absl::Status FlagError(absl::string_view flag, const absl::Status& status) {
 }
 
 // The flags every scenario shares that set RunSettings: --io_backend, --spin_us, --mtu,
-// --direct_send, --pace_local, --testbed, --link_mbps.
+// --direct_send, --pace_local, --floor_work_ns, --testbed, --link_mbps.
 absl::Status ParseSettings(RunSettings* settings) {
   settings->io_backend = absl::GetFlag(FLAGS_io_backend);
   if (!transport::ParseIoKind(settings->io_backend).has_value()) {
@@ -192,6 +196,9 @@ absl::Status ParseSettings(RunSettings* settings) {
   absl::StatusOr<int64_t> pace_local = ParseBoundedInt(absl::GetFlag(FLAGS_pace_local), 0, 1);
   if (!pace_local.ok()) return FlagError("pace_local", pace_local.status());
   settings->pace_local = *pace_local == 1;
+  absl::StatusOr<int64_t> work = ParseBoundedInt(absl::GetFlag(FLAGS_floor_work_ns), 0, 1000000);
+  if (!work.ok()) return FlagError("floor_work_ns", work.status());
+  settings->floor_work_ns = *work;
   if (absl::GetFlag(FLAGS_testbed)) {
     absl::Status s = ApplyTestbed(settings);
     if (!s.ok()) return FlagError("testbed", s);
@@ -254,7 +261,9 @@ absl::StatusOr<Options> ParseOptions(const Registry& registry) {
   }
   const std::vector<std::string> names = SplitNames(absl::GetFlag(FLAGS_systems));
   if (names.empty()) {
-    for (const auto& system : options.scenario->systems) options.systems.push_back(system.get());
+    for (const auto& system : options.scenario->systems) {
+      if (system->in_default_run()) options.systems.push_back(system.get());
+    }
   }
   for (const std::string& name : names) {
     const System* system = options.scenario->FindSystem(name);
@@ -438,8 +447,13 @@ std::string SettingsLine(const Options& options, const RpcOptions& rpc_options) 
 void PrintList(const Registry& registry) {
   for (const std::string& name : registry.ScenarioNames()) {
     const Scenario* scenario = registry.Find(name);
+    std::vector<std::string> systems;
+    for (const auto& system : scenario->systems) {
+      systems.push_back(system->in_default_run() ? system->name()
+                                                 : system->name() + " (only when named)");
+    }
     std::printf("%s: %s\n  systems: %s\n", name.c_str(), scenario->description.c_str(),
-                absl::StrJoin(scenario->SystemNames(), ", ").c_str());
+                absl::StrJoin(systems, ", ").c_str());
   }
   for (const std::string& name : LoadScenarioNames()) {
     std::printf("%s: %s\n  systems: %s, %s\n", name.c_str(), LoadScenarioDescription(name).c_str(),

@@ -44,6 +44,8 @@ void RegisterRpcScenarios(Registry& registry, const RpcOptions& options) {
   registry.AddSystem(kUnary, NewGrpcUnary());
   registry.AddSystem(kUnary, NewHomarpcUnary(options.executor));
   registry.AddSystem(kUnary, std::make_unique<UdpFloor>(UdpFloor::Wait::kBusyPoll));
+  registry.AddSystem(kUnary,
+                     std::make_unique<UdpFloor>(UdpFloor::Wait::kBusyPoll, /*with_work=*/true));
   registry.AddScenario(kThroughput,
                        "Callback Echo calls, `conc` kept in flight by one client (each "
                        "completion starts the next), homarpc against gRPC C++; ratios are "

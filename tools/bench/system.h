@@ -43,6 +43,8 @@ struct RunSettings {
   bool pace_local = false;
   // homarpc: callers send one-packet requests themselves while the loop sleeps.
   bool direct_send = true;
+  // udp-floor-work: busy work per call added to the raw UDP ping-pong (udp_floor.h).
+  int64_t floor_work_ns = 3500;
   // Where the halves run. Network namespaces the server and client processes enter before
   // anything else ("" = stay in this one; tools/testbed.sh hosts), and the address servers
   // bind and clients dial. Systems that only work on loopback (the floors) skip other hosts.
@@ -106,6 +108,9 @@ class System {
   virtual std::string name() const = 0;
   // Floors are raw-socket baselines; reports divide every row by the best floor at its point.
   virtual bool is_floor() const = 0;
+  // False for a system that runs only when --systems names it (an analysis aid, not a
+  // baseline or a contender).
+  virtual bool in_default_run() const { return true; }
   // Empty when this system can run `point`; otherwise one sentence saying why not (printed
   // with the report, so skipped points are visible rather than silently missing).
   virtual std::string SkipReason(const Point& point) const { return ""; }

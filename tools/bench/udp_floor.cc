@@ -36,6 +36,14 @@ constexpr int kSocketBufferBytes = 8 << 20;
 
 bool IsRetryable(int err) { return err == EAGAIN || err == EWOULDBLOCK || err == EINTR; }
 
+// Keeps this thread busy for `nanos` (udp-floor-work's stand-in for an RPC system's own code).
+void BusyWork(int64_t nanos) {
+  if (nanos <= 0) return;
+  const int64_t until = NowNanos() + nanos;
+  while (NowNanos() < until) {
+  }
+}
+
 struct Tag {
   uint32_t slot;
   uint32_t sequence;
@@ -45,6 +53,7 @@ static_assert(sizeof(Tag) == kUdpTagBytes);
 }  // namespace
 
 std::string UdpFloor::name() const {
+  if (with_work_) return "udp-floor-work";
   return wait_ == Wait::kBusyPoll ? "udp-floor" : "udp-floor-blocking";
 }
 
@@ -76,6 +85,7 @@ absl::Status UdpFloor::Serve(const Point& point, ServerEnv& env) const {
   // One byte more than the largest expected request, so an oversized datagram is visible.
   std::vector<char> buffer(std::max(point.request_bytes, point.response_bytes) + 1);
   const int flags = busy_poll ? MSG_DONTWAIT : 0;
+  const int64_t work_ns = with_work_ ? point.settings.floor_work_ns / 2 : 0;
   while (!env.ShouldStop()) {
     sockaddr_in from{};
     socklen_t from_length = sizeof(from);
@@ -86,6 +96,7 @@ absl::Status UdpFloor::Serve(const Point& point, ServerEnv& env) const {
       return ErrnoToStatus(errno, "server recvfrom");
     }
     if (static_cast<uint64_t>(n) != point.request_bytes) continue;  // not one of ours
+    BusyWork(work_ns);
     if (sendto(fd->get(), buffer.data(), point.response_bytes, 0,
                reinterpret_cast<const sockaddr*>(&from), from_length) < 0) {
       return ErrnoToStatus(errno, "server sendto");
@@ -111,6 +122,8 @@ absl::StatusOr<ClientSamples> UdpFloor::RunClient(const Point& point, uint16_t s
   std::vector<Slot> slots(static_cast<size_t>(point.concurrency));
   std::vector<char> request(point.request_bytes, 'q');
   std::vector<char> reply(std::max(point.request_bytes, point.response_bytes) + 1);
+  // A quarter of the work before each send and a quarter after each reply, both timed.
+  const int64_t work_ns = with_work_ ? point.settings.floor_work_ns / 4 : 0;
 
   auto send_slot = [&](uint32_t index) -> absl::Status {
     Slot& slot = slots[index];
@@ -118,6 +131,7 @@ absl::StatusOr<ClientSamples> UdpFloor::RunClient(const Point& point, uint16_t s
     const Tag tag{index, slot.sequence};
     std::memcpy(request.data(), &tag, sizeof(tag));
     slot.sent_ns = NowNanos();
+    BusyWork(work_ns);
     if (send(fd->get(), request.data(), request.size(), 0) < 0) {
       return ErrnoToStatus(errno, "client send");
     }
@@ -165,6 +179,10 @@ absl::StatusOr<ClientSamples> UdpFloor::RunClient(const Point& point, uint16_t s
     if (!right_size || tag.slot >= slots.size() || tag.sequence != slots[tag.slot].sequence) {
       ++stale;  // a reply to a request that was already resent, or a foreign datagram
       continue;
+    }
+    if (work_ns > 0) {
+      BusyWork(work_ns);
+      now_ns = NowNanos();
     }
     if (measuring) {
       samples.latencies_ns.push_back(now_ns - slots[tag.slot].sent_ns);

@@ -11,6 +11,14 @@
 // did it would no longer be a floor. The floor also ignores --mtu (loopback carries a 64 KiB
 // datagram without fragmenting), which makes it an optimistic bound for sizes above the MTU.
 //
+// "udp-floor-work" (unary scenario; run only when --systems names it): the busy-polled floor
+// plus --floor_work_ns of busy work per call, half on the server between its receive and its
+// send, a quarter in the client before its send and a quarter after its receive, all inside
+// the timed call. It stands for an RPC system whose own code takes that long: on a machine
+// whose CPUs are taken away now and then, a call's share of interrupted calls grows with its
+// length, and with it p99 (docs/rpc-benchmarks.md, session 23). Not a floor: ratios still
+// divide by udp-floor.
+//
 // Each request starts with an 8-byte tag (slot, sequence number) that the server echoes, so
 // --concurrency > 1 keeps several requests in flight on one socket, and a reply that never
 // comes (loopback drops when a socket buffer overflows) is detected and the request resent
@@ -37,16 +45,19 @@ inline constexpr int64_t kUdpResendMillis = 200;
 class UdpFloor final : public System {
  public:
   enum class Wait { kBusyPoll, kBlock };
-  explicit UdpFloor(Wait wait) : wait_(wait) {}
+  // `with_work`: udp-floor-work (busy-polled; the work is RunSettings::floor_work_ns).
+  explicit UdpFloor(Wait wait, bool with_work = false) : wait_(wait), with_work_(with_work) {}
 
   std::string name() const override;
-  bool is_floor() const override { return true; }
+  bool is_floor() const override { return !with_work_; }
+  bool in_default_run() const override { return !with_work_; }
   std::string SkipReason(const Point& point) const override;
   absl::Status Serve(const Point& point, ServerEnv& env) const override;
   absl::StatusOr<ClientSamples> RunClient(const Point& point, uint16_t server_port) const override;
 
  private:
   const Wait wait_;
+  const bool with_work_;
 };
 
 }  // namespace homarpc::bench
