@@ -47,9 +47,10 @@ constexpr int kSendRetryBudgetMillis = 2;
 absl::Status ValidateOptions(const IoOptions& options);
 
 // Creates, configures and binds the UDP socket for `options`: nonblocking, close-on-exec,
-// IPV6_V6ONLY for IPv6, SO_REUSEPORT when asked, socket buffers (forced when permitted),
-// UDP_GRO when enabled. On success returns the fd (the caller owns it) and stores the bound
-// address, with the port the kernel chose, in `*bound`. Errors come from ErrnoToStatus.
+// IPV6_V6ONLY for IPv6, SO_REUSEPORT when asked, socket buffers (forced when permitted), DF
+// on every datagram without local fragmentation (IP_PMTUDISC_PROBE, and IPV6_PMTUDISC_PROBE for
+// IPv6), UDP_GRO when enabled. On success returns the fd (the caller owns it) and stores the
+// bound address, with the port the kernel chose, in `*bound`. Errors come from ErrnoToStatus.
 absl::StatusOr<int> OpenUdpSocket(const IoOptions& options, Address* bound);
 
 // IoBackend::LastArrivalNanos for socket `fd` (OpenUdpSocket turned its timestamps on): the

@@ -30,6 +30,7 @@
 #include "tests/transport/io_backend_fixture.h"
 #include "transport/clock.h"
 #include "transport/errors.h"
+#include "transport/io_backend_internal.h"
 
 namespace homarpc::transport {
 namespace {
@@ -549,6 +550,31 @@ TEST_P(IoBackendTest, AfterReadOneNextAPollReadsOneDatagramAndLastArrivalDatesIt
   const int64_t last_arrival = b->LastArrivalNanos();
   EXPECT_GE(last_arrival, first_arrival + kNanosPerMilli);
   EXPECT_EQ(seen, 3u);
+}
+
+// Datagrams leave with DF and are never fragmented by this host (io_backend_internal.h): the
+// socket's path-MTU discovery mode is PROBE, for IPv4 and, on an IPv6 socket, for both
+// families.
+TEST(OpenUdpSocketTest, EveryDatagramIsSentWithDontFragmentAndNoLocalFragmentation) {
+  for (const Address& bind : {Address::Loopback4(0), Address::Loopback6(0)}) {
+    SCOPED_TRACE(bind.ToString());
+    IoOptions options;
+    options.bind_address = bind;
+    Address bound;
+    absl::StatusOr<int> fd = io_internal::OpenUdpSocket(options, &bound);
+    if (!fd.ok() && bind.is_v6()) GTEST_SKIP() << "no IPv6 loopback: " << fd.status();
+    ASSERT_TRUE(fd.ok()) << fd.status();
+    int mode = -1;
+    socklen_t len = sizeof(mode);
+    ASSERT_EQ(getsockopt(*fd, IPPROTO_IP, IP_MTU_DISCOVER, &mode, &len), 0);
+    EXPECT_EQ(mode, IP_PMTUDISC_PROBE);
+    if (bind.is_v6()) {
+      len = sizeof(mode);
+      ASSERT_EQ(getsockopt(*fd, IPPROTO_IPV6, IPV6_MTU_DISCOVER, &mode, &len), 0);
+      EXPECT_EQ(mode, IPV6_PMTUDISC_PROBE);
+    }
+    close(*fd);
+  }
 }
 
 TEST_P(IoBackendTest, DatagramWakesABlockedWait) {
