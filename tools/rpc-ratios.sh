@@ -6,7 +6,7 @@
 #                       [--quick]
 #
 # Each run is two homarpc-bench commands, both systems side by side in each:
-#   homarpc-bench --scenario=unary --systems=grpc,homarpc,udp-floor,udp-floor-work
+#   homarpc-bench --scenario=unary --systems=grpc,homarpc,udp-floor,udp-floor-work --floor_work_ns=3500
 #                 --sizes=64,1M --iterations=20000 --duration_ms=3000 --warmup=200
 #   homarpc-bench --scenario=throughput --systems=grpc,homarpc --concurrency=32
 #                 --iterations=100000 --duration_ms=3000 --warmup=1000
@@ -15,11 +15,12 @@
 # ÷ gRPC's: two processes ping-ponging one datagram, busy-polling, the least any RPC system
 # could take on this machine in that minute. Where the floor's ratio is above a target, no
 # system could have met it in that run. Then the 64 B p99 of udp-floor-work ÷ gRPC's: the same
-# ping-pong with 3.5 us of busy work per call (--floor_work_ns's default; homarpc's call was
-# ~3.5 us longer than the floor's in session 23), what a system with homarpc's per-call cost
-# but no tail of its own would have reached. The unary command also reports how often the machine
-# interrupted a thread spinning on each CPU (homarpc-bench's CPU probe, machine_cpu.h): a
-# p99 of a call longer than ~1/rate carries one such gap. Why both settings: gRPC sleeps between
+# ping-pong with 3.5 us of busy work per call (homarpc's transport and RPC layer took ~3.5 us
+# more than the floor in session 23's interleaved runs, 3.5-6.5 us in its rpc-ratios runs):
+# what a system with about homarpc's per-call cost but no tail of its own would have reached.
+# The unary command also reports how often the machine interrupted a thread spinning on each
+# CPU (homarpc-bench's CPU probe, machine_cpu.h): a p99 of a call longer than ~1/rate carries
+# one such gap. Why both settings: gRPC sleeps between
 # events and homarpc busy-polls, so how fast this machine wakes a sleeping thread moves the
 # ratios (docs/rpc-benchmarks.md, "Idle CPUs that halt"); "hold" keeps /dev/cpu_dma_latency
 # open at 0 for both systems (idle CPUs then poll), "as-is" measures the machine as it is.
@@ -74,14 +75,16 @@ measure_programs -- homarpc-bench
 bench="$build/tools/homarpc-bench"
 
 systems=--systems=grpc,homarpc
-floors=udp-floor,udp-floor-work
-unary_args=(--scenario=unary "$systems,$floors" --sizes=64,1M --iterations=20000
+# The floor, and the floor with 3.5 us of work per call (the tables below name the 3.5 us).
+baselines=udp-floor,udp-floor-work
+work=--floor_work_ns=3500
+unary_args=(--scenario=unary "$systems,$baselines" "$work" --sizes=64,1M --iterations=20000
   --duration_ms=3000 --warmup=200)
 # The CPU probe runs with the unary command only (its numbers are printed from there).
 throughput_args=(--scenario=throughput "$systems" --concurrency=32 --iterations=100000
   --duration_ms=3000 --warmup=1000 --cpu_probe_ms=0)
 if ((quick)); then
-  unary_args=(--scenario=unary "$systems,$floors" --sizes=64,1M --iterations=200
+  unary_args=(--scenario=unary "$systems,$baselines" "$work" --sizes=64,1M --iterations=200
     --duration_ms=300 --warmup=10 --cpu_probe_ms=20)
   throughput_args=(--scenario=throughput "$systems" --concurrency=32 --iterations=500
     --duration_ms=300 --warmup=10 --cpu_probe_ms=0)

@@ -54,7 +54,9 @@ struct EndpointOptions {
   // inside Call() and Poll(); every method (and the destructor) must then be called from that
   // thread, and callbacks run inside those calls. For single-threaded clients and benchmarks,
   // as eRPC's threads own their Rpc objects: it saves a thread hand-off per call and a core
-  // that would otherwise spin. Requires num_loops == 1.
+  // that would otherwise spin. Requires num_loops == 1. A thread that drives a loop may be
+  // moved to another CPU while it waits, should it keep finding another spinner on its own
+  // (transport/sched.h, MoveToAnotherCpu: its affinity is narrowed for a moment, then set back).
   bool inline_loop = false;
   // Inline mode for an endpoint its owner hands from thread to thread (a pool of sockets that
   // blocking callers borrow, runtime/udp_transport.cc): Adopt() makes the calling thread the

@@ -57,6 +57,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -217,6 +218,17 @@ void SetBufferSize(int fd, int force_option, int option, int bytes) {
   (void)setsockopt(fd, SOL_SOCKET, option, &bytes, sizeof(bytes));
 }
 
+// One WARNING line, the first time a send fails because the datagram is larger than the
+// route allows (EMSGSIZE): homarpc sets DF and never fragments (OpenUdpSocket).
+void NoteSendError(int err, size_t bytes, const Address& dest) {
+  if (err != EMSGSIZE) return;
+  static std::atomic<bool> logged{false};
+  if (logged.exchange(true)) return;
+  HOMARPC_LOG(WARNING) << "a datagram of " << bytes << " bytes to " << dest.ToString()
+                       << " is larger than the route's MTU and is dropped: homarpc does not "
+                          "fragment (set homarpc.mtu to the path's MTU; logged once)";
+}
+
 }  // namespace
 
 void SignalEventFd(int fd) {
@@ -254,19 +266,27 @@ absl::StatusOr<int> OpenUdpSocket(const IoOptions& options, Address* bound) {
     SetBufferSize(fd, SO_SNDBUFFORCE, SO_SNDBUF, options.socket_buffer_bytes);
   }
   // Every datagram leaves with DF and is never fragmented by this host: packets are sized for
-  // the route's MTU (PROTOCOL.md section 2), and a smaller hop further on is the engine's to
-  // recover from, not the kernel's. PROBE rather than the default WANT, which lets the kernel
-  // fragment (each skb ignore_df): an unconnected socket's datagram that may be fragmented
-  // takes an IP ID from the kernel's shared generator (__ip_select_ident: a hash and an atomic),
-  // ~0.24 us of each send on these VMs (a perf profile of a 64 B ping-pong: 1.35% of both CPUs
-  // at 56000 calls/s), one with DF gets ID 0 (docs/rpc-benchmarks.md, session 23). IPv6 has no
-  // per-datagram ID; the option there keeps the same rule. Failure leaves the kernel's default.
+  // the route's MTU, and a hop further on that is smaller costs one recovery round down to the
+  // configured `mtu` (PROTOCOL.md section 2); a path narrower still, or a configured `mtu` above
+  // the route's, fails sends with EMSGSIZE (logged once, Sender/SendOneDatagram) instead of
+  // being fragmented. PROBE rather than the default WANT, which lets the kernel fragment (each
+  // skb ignore_df): an unconnected socket's datagram that may be fragmented takes an IP ID from
+  // the kernel's shared generator (__ip_select_ident: a hash and an atomic), ~0.24 us of each
+  // send on these VMs (a perf profile of a 64 B ping-pong: 1.35% of both CPUs at 56000 calls/s),
+  // one with DF gets ID 0 (docs/rpc-benchmarks.md, session 23). The IPv4 option is set on IPv6
+  // sockets too: a dual-stack one sends to IPv4 peers (v4-mapped) through the IPv4 stack. IPv6
+  // itself has no per-datagram ID; its option keeps the same rule.
   {
     int probe = IP_PMTUDISC_PROBE;
-    (void)setsockopt(fd, IPPROTO_IP, IP_MTU_DISCOVER, &probe, sizeof(probe));
-    if (addr.is_v6()) {
-      int probe6 = IPV6_PMTUDISC_PROBE;
-      (void)setsockopt(fd, IPPROTO_IPV6, IPV6_MTU_DISCOVER, &probe6, sizeof(probe6));
+    if (setsockopt(fd, IPPROTO_IP, IP_MTU_DISCOVER, &probe, sizeof(probe)) != 0) {
+      HOMARPC_LOG(INFO) << "IP_PMTUDISC_PROBE unavailable: "
+                        << ErrnoToStatus(errno, "setsockopt").message();
+    }
+    int probe6 = IPV6_PMTUDISC_PROBE;
+    if (addr.is_v6() &&
+        setsockopt(fd, IPPROTO_IPV6, IPV6_MTU_DISCOVER, &probe6, sizeof(probe6)) != 0) {
+      HOMARPC_LOG(INFO) << "IPV6_PMTUDISC_PROBE unavailable: "
+                        << ErrnoToStatus(errno, "setsockopt").message();
     }
   }
   if (options.enable_gro && setsockopt(fd, IPPROTO_UDP, UDP_GRO, &one, sizeof(one)) != 0) {
@@ -331,6 +351,7 @@ bool SendOneDatagram(int fd, int socket_family, const OutPacket& packet) {
     n = sendmsg(fd, &m, MSG_DONTWAIT);
   } while (n < 0 && errno == EINTR);
   HOMARPC_TRACE_POINT(kSendEnd);
+  if (n < 0) NoteSendError(errno, packet.size(), packet.dest);
   return n >= 0;
 }
 
@@ -512,6 +533,8 @@ void Sender::SendRange(int fd, size_t begin, size_t end, SendRetryBudget* budget
       ++i;
       continue;
     }
+    const OutPacket& first = plan_.packet(info.first);
+    NoteSendError(err, first.size(), first.dest);
     ++stats->send_calls;
     stats->send_errors += info.count;
     ++i;

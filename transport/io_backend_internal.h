@@ -123,6 +123,8 @@ class SendPlan {
   mmsghdr* msgs() { return msgs_.data(); }
   msghdr* msg(size_t i) { return &msgs_[i].msg_hdr; }
   const Info& info(size_t i) const { return infos_[i].info; }
+  // Packet `k` of the Build() span.
+  const OutPacket& packet(size_t k) const { return packets_[k]; }
 
  private:
   // Control space for one UDP_SEGMENT (uint16_t) and one IP_TOS/IPV6_TCLASS (int) message.

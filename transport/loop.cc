@@ -27,9 +27,9 @@
 // usual sleep below cut to YieldPolicy::kNapNanos, so that its wake-up may place it on an idle
 // CPU. A wake-up does not do that on every kernel: on these VMs (which pack busy threads onto
 // few vCPUs) the loop woken from its nap landed on the CPU it left, and the caller and the
-// server's loop took turns on one CPU for the rest of a run while the other idled, in 5-6 of
-// 40 `homarpc-bench unary` runs (p99 60-90 us, the other runs' 36-54; docs/rpc-benchmarks.md,
-// session 23). Moving ended that: 0 of 120 runs.
+// server's loop took turns on one CPU for the rest of a run while the other idled, in 3-6 of
+// 30-40 `homarpc-bench unary` runs (p99 60-98 us, the other runs' 36-54; docs/rpc-benchmarks.md,
+// session 23). Moving ended that: none in 70 runs (none in 120 more of variants of it).
 //
 // Scheduler slice: a loop thread asks for a short one (transport/sched.h), so that a loop
 // woken by a packet runs at once rather than after the slice of a thread doing batch work.
@@ -486,6 +486,7 @@ bool Loop::RunUntil(absl::FunctionRef<bool()> done, int64_t wake_by_nanos) {
         continue;
       }
       if (MoveToAnotherCpu()) {
+        yield_policy_.OnMoved();
         cpu_moves_.fetch_add(1, std::memory_order_relaxed);
         continue;
       }

@@ -8,10 +8,13 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <thread>
 
 #include "transport/clock.h"
+#include "transport/errors.h"
+#include "transport/log.h"
 
 namespace homarpc::transport {
 namespace {
@@ -72,7 +75,14 @@ bool MoveToAnotherCpu() {
   CPU_CLR(here, &others);
   if (sched_setaffinity(0, sizeof(others), &others) != 0) return false;
   const int there = sched_getcpu();
-  (void)sched_setaffinity(0, sizeof(allowed), &allowed);
+  if (sched_setaffinity(0, sizeof(allowed), &allowed) != 0) {
+    static std::atomic<bool> logged{false};
+    if (!logged.exchange(true)) {
+      HOMARPC_LOG(WARNING) << "could not restore a thread's CPU affinity after moving it: "
+                           << ErrnoToStatus(errno, "sched_setaffinity").message();
+    }
+    return false;
+  }
   return there != here;
 }
 
@@ -110,7 +120,8 @@ bool YieldPolicy::TakeNap(int64_t now) {
   if (now - nap_due_since_ > kNapWindowNanos) return false;
   long_yields_ = 0;
   off_cpu_nanos_ = 0;
-  // Wanted again this soon after the last one: that nap found no idle CPU. Back off.
+  // Wanted again this soon after the last one: that nap (or move) found no idle CPU, or a
+  // wake-up put the thread back beside the other. Back off.
   if (last_nap_ != 0 && now - last_nap_ < 2 * nap_interval_) {
     nap_interval_ = std::min(2 * nap_interval_, kMaxNapIntervalNanos);
   } else {

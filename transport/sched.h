@@ -1,6 +1,7 @@
 // sched: how the threads that carry RPCs (transport loops, the runtime's handler workers and
-// timers) present themselves to the kernel: a scheduler hint, a name and a timer slack; and when
-// a spinning one gives its CPU away (YieldPolicy, below).
+// timers) present themselves to the kernel: a scheduler hint, a name and a timer slack; when
+// a spinning one gives its CPU away (YieldPolicy, below), and how one leaves a CPU it shares
+// (MoveToAnotherCpu).
 //
 // RequestShortSlice() asks the kernel for a short scheduler slice for the calling thread. Such
 // a thread runs briefly and then waits, and what it does next (pass a request on, complete a
@@ -51,16 +52,20 @@ bool SetTimerSlack(uint64_t slack_nanos);
 
 // MoveToAnotherCpu() moves the calling thread off the CPU it runs on, to another one its
 // affinity allows: it narrows the thread's affinity to the others for a moment (the kernel
-// migrates a running thread at once when its CPU leaves the mask) and then restores the mask
-// exactly, so the thread stays where it landed until the scheduler moves it again. Returns
-// whether the thread now runs on another CPU; false, changing nothing, when the thread may run
-// on one CPU only or the kernel refuses. An affinity set by another thread between the two
-// calls is overwritten by the restore.
+// migrates a running thread at once when its CPU leaves the mask, to one it picks, not
+// necessarily an idle one) and then sets the mask it read back, so the thread stays where it
+// landed until the scheduler moves it again. Returns whether the thread moved and its mask was
+// restored; false, changing nothing, when the thread may run on one CPU only or the kernel
+// refuses the narrowing (and false, with one WARNING line, should the restore be refused: the
+// thread then keeps the narrowed mask). The mask read back is the one in effect then: CPUs
+// offline at that moment, or ones a cpuset adds later, are not in it. An affinity set by
+// another thread between the two calls is overwritten. Loops call it on the threads that drive
+// them, which for an inline or lent endpoint (endpoint.h) is the application's.
 bool MoveToAnotherCpu();
 
 // YieldPolicy: when a spinning thread gives its CPU away with sched_yield (an idle transport
-// loop, Loop::RunUntil; an idle handler worker, runtime/executor.cc), and when it steps off
-// its CPU for a nap.
+// loop, Loop::RunUntil; an idle handler worker, runtime/executor.cc), and when it leaves its
+// CPU (a loop moves, or naps where it cannot).
 //
 // A yield is a system call (~1.1 us on these VMs), and a datagram that lands during one waits
 // for it to return: yielding on every idle round cost a 64 B call ~1.1 us (12.1 -> 10.9 us
@@ -130,6 +135,9 @@ class YieldPolicy {
   // A yield began at `before` and returned at `after`.
   void OnYield(int64_t before, int64_t after);
   bool contended(int64_t now) const { return now < contended_until_; }
+  // The thread moved to another CPU (MoveToAnotherCpu): the contention it saw was the old
+  // CPU's, so its rounds stop yielding until a probe finds some here.
+  void OnMoved() { contended_until_ = 0; }
 
   // Whether the thread should nap now (for at most kNapNanos, then spin on): true once per
   // nap, which it records as taken at `now`. The caller sleeps however suits it (a loop waits

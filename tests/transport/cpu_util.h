@@ -3,14 +3,16 @@
 #ifndef HOMARPC_TESTS_TRANSPORT_CPU_UTIL_H_
 #define HOMARPC_TESTS_TRANSPORT_CPU_UTIL_H_
 
-#include <gtest/gtest.h>
 #include <sched.h>
 
 #include <initializer_list>
 
+#include "gtest/gtest.h"
+
 namespace homarpc::transport {
 
-// The first two CPUs this process may run on, or false where it may run on one only.
+// The first two CPUs this process may run on, or false where it may run on one only (or the
+// mask does not fit a cpu_set_t: more than CPU_SETSIZE CPUs).
 inline bool TwoAllowedCpus(int* first, int* second) {
   cpu_set_t allowed;
   if (sched_getaffinity(0, sizeof(allowed), &allowed) != 0) return false;

@@ -554,9 +554,15 @@ TEST_P(IoBackendTest, AfterReadOneNextAPollReadsOneDatagramAndLastArrivalDatesIt
 
 // Datagrams leave with DF and are never fragmented by this host (io_backend_internal.h): the
 // socket's path-MTU discovery mode is PROBE, for IPv4 and, on an IPv6 socket, for both
-// families.
+// families (a dual-stack "::" socket sends to IPv4 peers through the IPv4 stack).
+// netns_test shows what it means on a real link.
 TEST(OpenUdpSocketTest, EveryDatagramIsSentWithDontFragmentAndNoLocalFragmentation) {
-  for (const Address& bind : {Address::Loopback4(0), Address::Loopback6(0)}) {
+  sockaddr_in6 any6{};
+  any6.sin6_family = AF_INET6;
+  any6.sin6_addr = in6addr_any;
+  const Address dual_stack =
+      Address::FromSockaddr(reinterpret_cast<const sockaddr*>(&any6), sizeof(any6));
+  for (const Address& bind : {Address::Loopback4(0), Address::Loopback6(0), dual_stack}) {
     SCOPED_TRACE(bind.ToString());
     IoOptions options;
     options.bind_address = bind;

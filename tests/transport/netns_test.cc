@@ -1,7 +1,8 @@
 // Endpoint across a real link: two network namespaces joined by a veth pair with a 1500-byte
 // MTU, for each I/O backend. Loopback (endpoint_test.cc) has a 64 KiB MTU, so it cannot show
-// that DATA packets really fit a 1500-byte link; here the kernel would fragment (counted in
-// /proc/net/snmp) or refuse (counted in IoStats::send_errors) any datagram that did not.
+// that DATA packets really fit a 1500-byte link; here the kernel refuses any datagram that
+// does not (counted in IoStats::send_errors): homarpc sends with DF and never has it fragmented
+// (io_backend.cc, OpenUdpSocket), and /proc/net/snmp's fragment counters show that none was.
 //
 // Needs root and network namespaces; skips with the reason otherwise, or when
 // HOMARPC_NETNS_TEST=0 is set. Every test builds its own namespaces, named after the process
@@ -20,6 +21,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -139,11 +141,14 @@ class NetnsTest : public ::testing::TestWithParam<IoKind> {
     return server;
   }
 
-  // A client whose socket lives in namespace B.
-  std::unique_ptr<Endpoint> ClientInB(const Address& bind) {
+  // A client whose socket lives in namespace B; `adjust` may change its options first.
+  std::unique_ptr<Endpoint> ClientInB(
+      const Address& bind, const std::function<void(EndpointOptions*)>& adjust = nullptr) {
     std::unique_ptr<Endpoint> client;
     absl::Status entered = ns_b_->RunInside([&] {
-      auto ep = Endpoint::Create(Options(bind));
+      EndpointOptions options = Options(bind);
+      if (adjust) adjust(&options);
+      auto ep = Endpoint::Create(options);
       EXPECT_TRUE(ep.ok()) << ep.status();
       if (ep.ok()) client = std::move(*ep);
     });
@@ -205,7 +210,7 @@ class NetnsTest : public ::testing::TestWithParam<IoKind> {
       EXPECT_GT(io.datagrams_sent, 0u) << ep->local_address().ToString();
     }
     for (const NetNamespace* ns : {ns_a_.get(), ns_b_.get()}) {
-      // A datagram larger than the MTU would have been fragmented by the sender's kernel.
+      // homarpc's datagrams carry DF (OpenUdpSocket): the kernel never fragments them.
       auto frags = ipv6 ? ns->ProcNetCounter("snmp6", "", "Ip6FragCreates")
                         : ns->ProcNetCounter("snmp", "Ip", "FragCreates");
       ASSERT_TRUE(frags.ok()) << frags.status();
@@ -287,6 +292,26 @@ TEST_P(NetnsTest, Netns_EchoSizesByteExactOver1500MtuVeth) {
   EXPECT_EQ(server->stats().requests_delivered, 7u);
   EXPECT_EQ(client->stats().client_timeouts, 0u);
   ExpectCleanTransfer(*client, *server, /*ipv6=*/false);
+}
+
+// A configured MTU above the link's (9000 on a 1500-byte veth, the route's MTU not used): the
+// request's 4000-byte datagram is refused by the sender's kernel (send_errors), never
+// fragmented, and the call fails instead of crossing the link in IP fragments.
+TEST_P(NetnsTest, Netns_AnMtuAboveTheLinksIsRefusedNotFragmented) {
+  auto server = ServerInA(link_.ipv4_a);
+  auto client = ClientInB(link_.ipv4_b, [](EndpointOptions* o) {
+    o->config.SetMtuOrRoute(9000);
+    o->config.timeout_ticks = 100;  // the call fails after ~100 ms of silence
+  });
+  ASSERT_TRUE(server && client);
+  absl::StatusOr<Buffer> resp = client->Call(server->local_address(), Bytes(4000, 5));
+  EXPECT_FALSE(resp.ok()) << "a 4000-byte datagram crossed a 1500-byte link";
+  const IoStats io = client->io_stats();
+  EXPECT_GT(io.send_errors + io.direct_send_errors, 0u);
+  EXPECT_EQ(server->stats().requests_delivered, 0u);
+  auto frags = ns_b_->ProcNetCounter("snmp", "Ip", "FragCreates");
+  ASSERT_TRUE(frags.ok()) << frags.status();
+  EXPECT_EQ(*frags, 0) << "the client's kernel fragmented a datagram";
 }
 
 TEST_P(NetnsTest, Netns_Ipv6EchoOver1500MtuVeth) {

@@ -421,10 +421,11 @@ TEST(YieldPolicyNapTest, TwoSpinnersSharingOneCpuNapAndBackOff) {
 TEST(MoveToAnotherCpuTest, LeavesTheCpuAndRestoresTheAffinity) {
   int first = 0;
   int second = 0;
-  if (!TwoAllowedCpus(&first, &second)) GTEST_SKIP() << "this process may use one CPU only";
+  if (!TwoAllowedCpus(&first, &second)) GTEST_SKIP() << "needs two CPUs this process may use";
   std::thread([first, second] {
     const cpu_set_t two = CpuSet({first, second});
     PlaceOn(first, two);
+    if (::testing::Test::HasFatalFailure()) return;
     EXPECT_TRUE(MoveToAnotherCpu()) << "the thread stayed on CPU " << first;
     const cpu_set_t after = ThisThreadsAffinity();
     EXPECT_TRUE(CPU_EQUAL(&after, &two)) << "the affinity was not restored";
@@ -434,7 +435,7 @@ TEST(MoveToAnotherCpuTest, LeavesTheCpuAndRestoresTheAffinity) {
 TEST(MoveToAnotherCpuTest, AThreadThatMayUseOneCpuStaysAndKeepsItsAffinity) {
   int first = 0;
   int second = 0;
-  if (!TwoAllowedCpus(&first, &second)) GTEST_SKIP() << "this process may use one CPU only";
+  if (!TwoAllowedCpus(&first, &second)) GTEST_SKIP() << "needs two CPUs this process may use";
   std::thread([second] {
     const cpu_set_t one = CpuSet({second});
     ASSERT_EQ(sched_setaffinity(0, sizeof(one), &one), 0);

@@ -36,6 +36,14 @@ constexpr int kSocketBufferBytes = 8 << 20;
 
 bool IsRetryable(int err) { return err == EAGAIN || err == EWOULDBLOCK || err == EINTR; }
 
+// DF on every datagram, as homarpc's sockets have (transport/io_backend.cc): with the kernel's
+// default an unconnected socket's datagram takes an IP ID from a shared generator, a cost
+// homarpc does not pay, which a floor must not pay either.
+void SendWithDontFragment(int fd) {
+  int probe = IP_PMTUDISC_PROBE;
+  (void)setsockopt(fd, IPPROTO_IP, IP_MTU_DISCOVER, &probe, sizeof(probe));
+}
+
 // Keeps this thread busy for `nanos` (udp-floor-work's stand-in for an RPC system's own code).
 void BusyWork(int64_t nanos) {
   if (nanos <= 0) return;
@@ -73,6 +81,7 @@ absl::Status UdpFloor::Serve(const Point& point, ServerEnv& env) const {
   absl::StatusOr<ScopedFd> fd = BindLoopback(SOCK_DGRAM);
   if (!fd.ok()) return fd.status();
   SetSocketBuffers(fd->get(), kSocketBufferBytes);
+  SendWithDontFragment(fd->get());
   const bool busy_poll = wait_ == Wait::kBusyPoll;
   if (!busy_poll) {
     absl::Status timeout = SetReceiveTimeout(fd->get(), kStopCheckMillis);
@@ -109,6 +118,7 @@ absl::StatusOr<ClientSamples> UdpFloor::RunClient(const Point& point, uint16_t s
   absl::StatusOr<ScopedFd> fd = ConnectLoopback(SOCK_DGRAM, server_port);
   if (!fd.ok()) return fd.status();
   SetSocketBuffers(fd->get(), kSocketBufferBytes);
+  SendWithDontFragment(fd->get());
   const bool busy_poll = wait_ == Wait::kBusyPoll;
   if (!busy_poll) {
     absl::Status timeout = SetReceiveTimeout(fd->get(), kStopCheckMillis);
@@ -201,6 +211,9 @@ absl::StatusOr<ClientSamples> UdpFloor::RunClient(const Point& point, uint16_t s
   samples.elapsed_ns = now_ns - start_ns;
   samples.extras.push_back(Extra::Int("lost_replies", lost));
   samples.extras.push_back(Extra::Int("stale_replies", stale));
+  if (with_work_) {
+    samples.extras.push_back(Extra::Int("floor_work_ns", point.settings.floor_work_ns));
+  }
   return samples;
 }
 

@@ -45,8 +45,10 @@ inline constexpr int64_t kUdpResendMillis = 200;
 class UdpFloor final : public System {
  public:
   enum class Wait { kBusyPoll, kBlock };
-  // `with_work`: udp-floor-work (busy-polled; the work is RunSettings::floor_work_ns).
-  explicit UdpFloor(Wait wait, bool with_work = false) : wait_(wait), with_work_(with_work) {}
+  // `with_work`: udp-floor-work (the work is RunSettings::floor_work_ns; busy-polled only,
+  // the name says nothing of a wait).
+  explicit UdpFloor(Wait wait, bool with_work = false)
+      : wait_(wait), with_work_(with_work && wait == Wait::kBusyPoll) {}
 
   std::string name() const override;
   bool is_floor() const override { return !with_work_; }
