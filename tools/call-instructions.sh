@@ -42,20 +42,9 @@ build=build
 # shellcheck source=tools/lib/measure.sh disable=SC1091
 source "$here/lib/measure.sh"
 calls=4000
-keep=""
 for arg in "$@"; do
-  measure_common_option "$arg" && continue
-  case "$arg" in
-    --calls=*)
-      calls="${arg#*=}"
-      measure_count --calls "$calls" 999999
-      ;;
-    --keep=*)
-      keep="${arg#*=}"
-      [[ -n "$keep" ]] || measure_usage_error "--keep: empty directory"
-      ;;
-    *) measure_usage_error "unknown option '$arg' (see --help)" ;;
-  esac
+  measure_common_option "$arg" || measure_calls_option "$arg" ||
+    measure_usage_error "unknown option '$arg' (see --help)"
 done
 
 measure_programs -- homarpc-bench

@@ -38,21 +38,13 @@ build=build-trace
 # shellcheck source=tools/lib/measure.sh disable=SC1091
 source "$here/lib/measure.sh"
 calls=20000
-keep=""
 bench_flags=()
 while (($#)); do
   arg="$1"
   shift
   measure_common_option "$arg" && continue
+  measure_calls_option "$arg" && continue
   case "$arg" in
-    --calls=*)
-      calls="${arg#*=}"
-      measure_count --calls "$calls" 999999
-      ;;
-    --keep=*)
-      keep="${arg#*=}"
-      [[ -n "$keep" ]] || measure_usage_error "--keep: empty directory"
-      ;;
     --)
       bench_flags=("$@")
       break

@@ -4,10 +4,12 @@
 # the programs a run needs built in DIR (or, with --no-build, checked to be there).
 #
 # The script sets MEASURE_SCRIPT (its name, for messages) and `build` (its default directory)
-# before sourcing. Sets no_build=0; defines measure_usage_error, measure_fail,
-# measure_common_option, measure_count and measure_programs.
+# before sourcing, and `calls` (its default count) if it takes measure_calls_option's options.
+# Sets no_build=0 and keep=""; defines measure_usage_error, measure_fail, measure_common_option,
+# measure_calls_option, measure_count and measure_programs.
 
 no_build=0
+keep=""
 
 # measure_usage_error MESSAGE: "<script>: MESSAGE" on stderr and exit status 2 (a bad option).
 measure_usage_error() {
@@ -33,6 +35,23 @@ measure_common_option() {
     -h | --help)
       sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'
       exit 0
+      ;;
+    *) return 1 ;;
+  esac
+}
+
+# measure_calls_option ARG: takes --calls=N (into `calls`, 1..999999) and --keep=DIR (into
+# `keep`), the options of the scripts that measure one traced run (call-instructions,
+# call-timeline); returns 1 for any other argument.
+measure_calls_option() {
+  case "$1" in
+    --calls=*)
+      calls="${1#*=}"
+      measure_count --calls "$calls" 999999
+      ;;
+    --keep=*)
+      keep="${1#*=}"
+      [[ -n "$keep" ]] || measure_usage_error "--keep: empty directory"
       ;;
     *) return 1 ;;
   esac
