@@ -575,6 +575,8 @@ int Run(const Options& options, const RpcOptions& rpc_options) {
       report += RatioTable(results, kHomarpcSystem, kGrpcSystem);
       // The raw-UDP floor against gRPC: how low any ratio could go on this machine today.
       report += RatioTable(results, "udp-floor", kGrpcSystem);
+      // And the raw-TCP floor, for the sizes it runs (64 KiB and up).
+      report += RatioTable(results, "tcp-floor", kGrpcSystem);
     }
     std::printf("%s", report.c_str());
   }

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "tools/bench/grpc_echo.h"
 #include "tools/bench/homarpc_rpc_echo.h"
+#include "tools/bench/tcp_floor.h"
 #include "tools/bench/udp_floor.h"
 
 namespace homarpc::bench {
@@ -39,13 +40,15 @@ void RegisterRpcScenarios(Registry& registry, const RpcOptions& options) {
                        "bytes), homarpc against gRPC C++; ratios are homarpc ÷ grpc. "
                        "udp-floor is two processes ping-ponging one raw datagram each way, "
                        "busy-polling (up to 64 KB): what the kernel and this machine allow any "
-                       "RPC system, measured in the same run.",
+                       "RPC system, measured in the same run. tcp-floor is the same echo over "
+                       "a loopback TCP connection, blocking (64 KiB and up): the bulk floor.",
                        echo);
   registry.AddSystem(kUnary, NewGrpcUnary());
   registry.AddSystem(kUnary, NewHomarpcUnary(options.executor));
   registry.AddSystem(kUnary, std::make_unique<UdpFloor>(UdpFloor::Wait::kBusyPoll));
   registry.AddSystem(kUnary,
                      std::make_unique<UdpFloor>(UdpFloor::Wait::kBusyPoll, /*with_work=*/true));
+  registry.AddSystem(kUnary, std::make_unique<TcpFloor>());
   registry.AddScenario(kThroughput,
                        "Callback Echo calls, `conc` kept in flight by one client (each "
                        "completion starts the next), homarpc against gRPC C++; ratios are "

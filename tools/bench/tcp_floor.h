@@ -1,11 +1,13 @@
-// tcp_floor: the raw-TCP floor of the transport-echo scenario, for large messages.
+// tcp_floor: the raw-TCP floor of the transport-echo and unary scenarios, for large messages.
 //
 // "tcp-floor": a client process writes a request of `request_bytes` on a loopback TCP
 // connection and the server process answers with `response_bytes` once the whole request has
 // arrived. In transport-echo a request above 65000 bytes gets an 8-byte ack (transport_echo.h),
 // so a round trip is a one-way bulk transfer plus a tiny reply — the same shape as a homarpc
 // RPC carrying a large request and a small response — and goodput = bytes / time is the
-// one-way rate. Latency is per message, from the first byte written to the ack read.
+// one-way rate. In unary the response is as long as the request: a raw echo, what a 1 MiB
+// unary call could take over TCP on this machine in that minute, without any RPC system's
+// framing or copies. Latency is per message, from the first byte written to the reply read.
 //
 // Kernel TCP is what gRPC rides on, and over loopback it moves bulk data with large segments
 // and no per-packet user-space work: it is the bar homarpc's multi-packet messages are held
