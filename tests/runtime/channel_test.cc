@@ -13,6 +13,8 @@
 
 #include <netinet/in.h>
 #include <poll.h>
+#include <sched.h>
+#include <sys/mount.h>
 #include <pthread.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -32,6 +34,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
@@ -210,10 +213,12 @@ class FakeServer {
  public:
   using AnswerFn = std::function<Answer(const SeenRequest&)>;
 
-  explicit FakeServer(AnswerFn answer, bool ipv6 = false) : answer_(std::move(answer)) {
+  explicit FakeServer(AnswerFn answer, bool ipv6 = false)
+      : FakeServer(std::move(answer), ipv6 ? Address::Loopback6(0) : Address::Loopback4(0)) {}
+  FakeServer(AnswerFn answer, const Address& bind) : answer_(std::move(answer)) {
     transport::EndpointOptions options;
     options.config.poll_usecs = 0;  // sleep when idle: keep the test machine's cores free
-    options.io.bind_address = ipv6 ? Address::Loopback6(0) : Address::Loopback4(0);
+    options.io.bind_address = bind;
     auto endpoint = transport::Endpoint::Create(
         options, [this](transport::IncomingRequest request) { Handle(std::move(request)); });
     EXPECT_TRUE(endpoint.ok()) << endpoint.status();
@@ -643,6 +648,57 @@ TEST(Channel_Call, Ipv6) {
     // The server saw the request come from IPv6 loopback (the channel bound [::]).
     EXPECT_TRUE(server.requests().back().peer.is_v6());
   }
+}
+
+// A DNS name with two addresses (two /etc/hosts lines) is served round-robin, as an ipv4: list
+// is. /etc/hosts is replaced in a mount namespace of one thread only (it needs root), which
+// creates the channels: a channel resolves its target once, when it is created.
+TEST(Channel_Call, NameWithSeveralAddressesIsServedRoundRobin) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root (a private mount namespace for /etc/hosts)";
+  FakeServer a(EchoAnswer, *Address::Parse("127.0.0.2:0"));
+  const uint16_t port = a.address().port();
+  FakeServer b(EchoAnswer, *Address::Parse("127.0.0.3", port));
+  ASSERT_EQ(b.address().port(), port);
+  char hosts[] = "/tmp/homarpc-hosts-XXXXXX";
+  const int fd = mkstemp(hosts);
+  ASSERT_GE(fd, 0);
+  const std::string lines = "127.0.0.2 multi.homarpc.test\n127.0.0.3 multi.homarpc.test\n";
+  ASSERT_EQ(write(fd, lines.data(), lines.size()), static_cast<ssize_t>(lines.size()));
+  close(fd);
+  const std::string ports = std::to_string(port);
+  std::shared_ptr<Channel> plain, dns;
+  std::string skip;
+  std::thread resolver([&] {
+    if (unshare(CLONE_NEWNS) != 0 ||
+        mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0 ||
+        mount(hosts, "/etc/hosts", nullptr, MS_BIND, nullptr) != 0) {
+      skip = absl::StrCat("cannot bind-mount /etc/hosts in a mount namespace: ", strerror(errno));
+      return;
+    }
+    plain = CreateCustomChannel("multi.homarpc.test:" + ports, InsecureChannelCredentials(),
+                                QuietArgs());
+    dns = CreateCustomChannel("dns:///multi.homarpc.test:" + ports, InsecureChannelCredentials(),
+                              QuietArgs());
+  });
+  resolver.join();  // its mount namespace ends with it
+  unlink(hosts);
+  if (!skip.empty()) GTEST_SKIP() << skip;
+  for (const std::shared_ptr<Channel>& channel : {plain, dns}) {
+    SCOPED_TRACE(channel->DebugTarget());
+    EXPECT_EQ(channel->DebugTarget(), "ipv4:127.0.0.2:" + ports + ",ipv4:127.0.0.3:" + ports);
+    std::vector<std::string> peers;
+    for (int i = 0; i < 4; ++i) {
+      ClientContext context;
+      StringValue response;
+      ASSERT_TRUE(channel->BlockingUnaryCall(kEcho, &context, Text("x"), &response).ok());
+      EXPECT_EQ(response.value(), "echo:x");
+      peers.push_back(context.peer());
+    }
+    EXPECT_EQ(peers, (std::vector<std::string>{"ipv4:127.0.0.2:" + ports, "ipv4:127.0.0.3:" + ports,
+                                               "ipv4:127.0.0.2:" + ports, "ipv4:127.0.0.3:" + ports}));
+  }
+  EXPECT_EQ(a.request_count(), 4u);
+  EXPECT_EQ(b.request_count(), 4u);
 }
 
 TEST(Channel_Call, LocalhostTarget) {
