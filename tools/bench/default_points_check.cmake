@@ -1,7 +1,8 @@
 # The ctest homarpc_bench_rpc_default_points (tools/CMakeLists.txt): without --sizes and
 # --concurrency, unary runs 64 B, 1 KiB, 16 KiB and 1 MiB and throughput 64 B at 1, 8, 32 and
 # 128 calls in flight, each with gRPC and homarpc answering (the points issue 3's targets are
-# measured at), and unary's 1 MiB point has the raw TCP echo beside them. A few calls each.
+# measured at), and unary's 1 MiB point has the raw TCP echo beside them; asked for 64 B and
+# 64 KiB, the TCP echo runs at 64 KiB only. A few calls each.
 # Run as: cmake -DBENCH=<homarpc-bench> -P default_points_check.cmake
 set(common --json --iterations=5 --warmup=2 --duration_ms=2000 --cpu_probe_ms=0)
 
@@ -32,3 +33,10 @@ foreach(concurrency 1 8 32 128)
   expect_point(grpc 64 ${concurrency})
   expect_point(homarpc 64 ${concurrency})
 endforeach()
+
+# tcp-floor in unary: a line at 64 KiB, none at 64 B (it skips sizes under 64 KiB).
+run_and_expect(unary --systems=tcp-floor --sizes=64,64K)
+expect_point(tcp-floor 65536 1)
+if(out MATCHES "\"system\":\"tcp-floor\",\"size\":64,")
+  message(FATAL_ERROR "tcp-floor ran at 64 B: ${out}")
+endif()

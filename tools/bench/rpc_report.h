@@ -1,7 +1,7 @@
 // rpc_report: the "homarpc ÷ grpc" table printed under the RPC scenarios' Markdown report.
 //
-// The main table (report.h) divides p50 and RPC/s by the point's floor, which in the RPC
-// scenarios is gRPC. The targets also speak of p99 (and a reader wants p99.9), so this
+// The main table (report.h) divides p50 and RPC/s by the point's fastest floor: gRPC in
+// throughput, a raw UDP or TCP floor at unary's points where one runs. The targets also speak of p99 (and a reader wants p99.9), so this
 // table gives every latency percentile and the rate as ratios, one row per (size,
 // concurrency) where both systems ran. Below 1 means homarpc is faster for latencies; above 1
 // means more calls per second. Pure formatting, any thread.

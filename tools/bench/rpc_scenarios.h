@@ -11,8 +11,10 @@
 //               (default 1,8,32,128 in flight, 64 B). Servers: both CallbackServices, the
 //               handler finishing inline.
 // The request carries `size` payload bytes and the response echoes them. The gRPC system is
-// registered as the point's floor (System::is_floor), so the report's ratio columns read as
-// homarpc ÷ gRPC; RpcRatioTable() adds p99 and p99.9 ratios. Details and fairness notes:
+// registered as a floor (System::is_floor), and so are unary's raw UDP ping-pong (up to 64 KB)
+// and raw TCP echo (64 KiB and up); the report's `floor` column is the fastest of them at each
+// point (report.h), gRPC in throughput. RatioTable() gives homarpc ÷ gRPC with p99 and p99.9,
+// and each raw floor ÷ gRPC. Details and fairness notes:
 // tools/bench/README.md.
 //
 // Registration happens once in main(), before any fork; nothing here starts gRPC or homarpc

@@ -1,4 +1,5 @@
-// tcp_floor: bulk request, small response over loopback TCP (see tcp_floor.h).
+// tcp_floor: bulk request over loopback TCP, answered by a small ack (transport-echo) or by an
+// echo of the same size (unary); see tcp_floor.h.
 //
 // DESIGN NOTES
 // Threads: the server's main thread accepts exactly `concurrency` connections and starts one
